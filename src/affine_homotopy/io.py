@@ -1,0 +1,145 @@
+"""File I/O with the project's on-disk contracts.
+
+Every writer is atomic: it writes to a temporary file in the target's directory and renames it
+into place, so a job killed mid-write never leaves a file that a rerun would trust.
+
+Contracts
+---------
+* Embeddings: ``<split>.npy`` float32 array of shape ``(n_layers, N, D)`` plus a JSON sidecar
+  ``<split>.json`` (``layers`` = hidden-state indices in the order of the first axis, ``pooling``,
+  ``revision``, ``N``, ``D`` ...).
+* Pairwise matrices: CSV with the encoder names as index and header, in config order. Cell
+  ``(i, j)`` always describes encoder ``i`` (row) mapped onto encoder ``j`` (column).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pandas as pd
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path`` and rename it onto ``path`` when the block succeeds."""
+    with atomic_path(path) as tmp, open(tmp, mode) as handle:
+        yield handle
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    with atomic_open(path) as handle:
+        json.dump(data, handle, indent=2, sort_keys=False, default=_json_default)
+        handle.write("\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot serialise {type(value).__name__} to JSON")
+
+
+def write_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
+    with atomic_open(path, "wb") as handle:
+        np.save(handle, array)
+
+
+def write_embeddings(
+    npy_path: str | os.PathLike[str], array: np.ndarray, metadata: dict[str, Any]
+) -> None:
+    """Write an ``(n_layers, N, D)`` float32 embedding array and its JSON sidecar."""
+    if array.ndim != 3:
+        raise ValueError(f"embeddings must be (n_layers, N, D), got shape {array.shape}")
+    if len(metadata.get("layers", [])) != array.shape[0]:
+        raise ValueError("metadata 'layers' must list one hidden-state index per array slice")
+    meta = dict(metadata)
+    meta.update(n_layers=int(array.shape[0]), N=int(array.shape[1]), D=int(array.shape[2]))
+    meta["dtype"] = "float32"
+    write_npy(npy_path, array.astype(np.float32, copy=False))
+    write_json(Path(npy_path).with_suffix(".json"), meta)
+
+
+def read_embeddings(npy_path: str | os.PathLike[str], layer: int | None = None) -> np.ndarray:
+    """Read embeddings; with ``layer`` (a hidden-state index) return that layer's (N, D) slice."""
+    array = np.load(npy_path, mmap_mode="r")
+    if layer is None:
+        return np.asarray(array)
+    layers = read_json(Path(npy_path).with_suffix(".json"))["layers"]
+    if layer not in layers:
+        raise KeyError(f"{npy_path} holds layers {layers}, not layer {layer}")
+    return np.asarray(array[layers.index(layer)])
+
+
+def write_matrix(path: str | os.PathLike[str], matrix: np.ndarray, names: Sequence[str]) -> None:
+    """Write a K x K matrix with encoder names as index and columns (row i mapped onto column j)."""
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.shape != (len(names), len(names)):
+        raise ValueError(f"matrix shape {matrix.shape} does not match {len(names)} names")
+    frame = pd.DataFrame(matrix, index=list(names), columns=list(names))
+    frame.index.name = "mapped_from"
+    write_csv(path, frame, index=True)
+
+
+def read_matrix(path: str | os.PathLike[str]) -> pd.DataFrame:
+    frame = pd.read_csv(path, index_col=0)
+    if list(frame.index) != list(frame.columns):
+        raise ValueError(f"{path}: index and columns must name the same encoders in the same order")
+    return frame
+
+
+def write_csv(path: str | os.PathLike[str], frame: pd.DataFrame, index: bool = False) -> None:
+    with atomic_open(path) as handle:
+        frame.to_csv(handle, index=index, float_format="%.10g")
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    with atomic_open(path) as handle:
+        handle.write(text)
+
+
+def write_parquet(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def fingerprint_frame(frame: pd.DataFrame) -> str:
+    """SHA-256 over the examples (text_a, text_b, label), independent of file format."""
+    digest = hashlib.sha256()
+    for row in frame.itertuples(index=False):
+        digest.update(json.dumps([row.text_a, row.text_b, int(row.label)]).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()

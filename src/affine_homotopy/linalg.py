@@ -1,0 +1,108 @@
+"""Shared linear algebra: devices, dtypes, the numerical-rank rule and centred orthonormal bases.
+
+The rank rule (the paper's "rank to precision eps"): a singular value ``s`` of the centred
+representation matrix counts when ``s > n * sigma_1 * eps(float32) * max(N, D)``, with ``n`` the
+``rank_tolerance_multiplier`` (paper: 5). ``eps(float32)`` because representations are stored in
+float32, whatever precision the maths runs in: directions below that level are rounding noise.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def select_device(preference: str = "auto", gpus_granted: int | None = None) -> torch.device:
+    """CUDA when asked for (``cuda``) or when ``auto`` and the job holds a GPU that is visible.
+
+    ``gpus_granted`` is the job's ``gpu`` resource; ``None`` means "not run by Snakemake" and lets
+    ``auto`` use any visible GPU.
+    """
+    if preference == "cpu":
+        return torch.device("cpu")
+    available = torch.cuda.is_available()
+    if preference == "cuda":
+        if not available:
+            raise RuntimeError("device: cuda was configured, but no CUDA device is visible to this job")
+        return torch.device("cuda")
+    granted = gpus_granted is None or gpus_granted > 0
+    return torch.device("cuda" if available and granted else "cpu")
+
+
+def rank_threshold(sigma_max: float, n_rows: int, n_cols: int, multiplier: float = 5.0) -> float:
+    return multiplier * sigma_max * FLOAT32_EPS * max(n_rows, n_cols)
+
+
+def numerical_rank(singular_values: np.ndarray | torch.Tensor, n_rows: int, n_cols: int, multiplier: float = 5.0) -> int:
+    s = torch.as_tensor(singular_values)
+    if s.numel() == 0 or float(s.max()) == 0.0:
+        return 0
+    threshold = rank_threshold(float(s.max()), n_rows, n_cols, multiplier)
+    return int((s > threshold).sum())
+
+
+@dataclass
+class CentredBasis:
+    """Centred SVD of one representation matrix ``X`` (N x D): ``X - mean = U diag(s) Vt``.
+
+    Only the ``rank`` directions that pass the rank rule are kept, so ``U`` is N x rank with
+    orthonormal columns spanning the usable column space of the centred matrix.
+    """
+
+    mean: torch.Tensor  # (D,)
+    U: torch.Tensor  # (N, rank)
+    s: torch.Tensor  # (rank,)
+    Vt: torch.Tensor  # (rank, D)
+    rank: int
+    sigma_max: float
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.U.shape[0])
+
+
+def centred_basis(
+    X: np.ndarray | torch.Tensor,
+    multiplier: float = 5.0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+) -> CentredBasis:
+    X = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X).to(device=device, dtype=dtype)
+    mean = X.mean(dim=0)
+    centred = X - mean
+    U, s, Vt = torch.linalg.svd(centred, full_matrices=False)
+    rank = numerical_rank(s, X.shape[0], X.shape[1], multiplier)
+    sigma_max = float(s[0]) if s.numel() else 0.0
+    return CentredBasis(mean, U[:, :rank].contiguous(), s[:rank], Vt[:rank], rank, sigma_max)
+
+
+def column_blocks(widths: list[int], n_rows: int, itemsize: int, block_mb: int) -> list[list[int]]:
+    """Group consecutive items so that an N x (sum of widths) block stays under ``block_mb``."""
+    budget = max(1, block_mb * 2**20 // max(1, n_rows * itemsize))
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for index, width in enumerate(widths):
+        if current and used + width > budget:
+            blocks.append(current)
+            current, used = [], 0
+        current.append(index)
+        used += width
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def rms(X: np.ndarray) -> float:
+    """Root mean square of the centred entries of X."""
+    centred = X - X.mean(axis=0, keepdims=True)
+    return float(math.sqrt(float(np.mean(centred.astype(np.float64) ** 2))))

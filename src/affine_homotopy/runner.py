@@ -1,0 +1,41 @@
+"""Glue for ``workflow/scripts``: logging to the job's log file and clean errors.
+
+A script does ``run(snakemake, main)``. Expected failures (bad input, missing model, non-finite
+representations) end the job with one clear message in the log and on stderr instead of a
+traceback; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .config import ConfigError
+
+EXPECTED_ERRORS = (ConfigError, FloatingPointError)
+
+
+def configure_logging(log_path: str | None) -> logging.Logger:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_path:
+        handlers.append(logging.FileHandler(log_path, mode="w"))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=handlers, force=True
+    )
+    return logging.getLogger("affine_homotopy.job")
+
+
+def run(snakemake: Any, main: Callable[[Any], None]) -> None:
+    log_path = snakemake.log[0] if len(snakemake.log) else None
+    log = configure_logging(log_path)
+    started = time.monotonic()
+    log.info("rule %s, wildcards %s", snakemake.rule, dict(snakemake.wildcards.items()))
+    try:
+        main(snakemake)
+    except EXPECTED_ERRORS as error:
+        log.error("%s", error)
+        sys.exit(1)
+    log.info("done in %.1f s", time.monotonic() - started)

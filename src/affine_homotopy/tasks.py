@@ -1,0 +1,192 @@
+"""Classification tasks: GLUE from the Hugging Face hub, GLUE TSV folders, and synthetic tasks.
+
+Every loader returns the same frame: columns ``text_a`` (str), ``text_b`` (str, or None for
+single-sentence tasks) and ``label`` (int, ``0..n_classes-1``). Label ids follow the Hugging Face
+``nyu-mll/glue`` convention (e.g. RTE: entailment = 0, not_entailment = 1; MNLI: entailment = 0,
+neutral = 1, contradiction = 2), so a GLUE folder and the hub give identical frames.
+
+Splits: ``train`` is the *fit* split (probes and all distances are fitted on it; ``n_train`` keeps
+its first examples, as the paper did for MNLI and QQP); ``dev`` is the *eval* split (probe scores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .config import ConfigError
+
+SPLITS = ("train", "dev")
+
+
+@dataclass(frozen=True)
+class GlueFormat:
+    folder: str
+    dev_file: str
+    header: bool
+    text_a: str | int
+    text_b: str | int | None
+    label: str | int
+    labels: Mapping[str, int]
+    hf_columns: tuple[str, str | None]
+    hf_dev_split: str = "validation"
+
+
+_BINARY = {"0": 0, "1": 1}
+GLUE_FORMATS: dict[str, GlueFormat] = {
+    "sst2": GlueFormat("SST-2", "dev.tsv", True, "sentence", None, "label", _BINARY, ("sentence", None)),
+    "cola": GlueFormat("CoLA", "dev.tsv", False, 3, None, 1, _BINARY, ("sentence", None)),
+    "mrpc": GlueFormat(
+        "MRPC", "dev.tsv", True, "#1 String", "#2 String", "Quality", _BINARY, ("sentence1", "sentence2")
+    ),
+    "rte": GlueFormat(
+        "RTE", "dev.tsv", True, "sentence1", "sentence2", "label",
+        {"entailment": 0, "not_entailment": 1}, ("sentence1", "sentence2"),
+    ),
+    "mnli": GlueFormat(
+        "MNLI", "dev_matched.tsv", True, "sentence1", "sentence2", "gold_label",
+        {"entailment": 0, "neutral": 1, "contradiction": 2}, ("premise", "hypothesis"),
+        hf_dev_split="validation_matched",
+    ),
+    "qqp": GlueFormat(
+        "QQP", "dev.tsv", True, "question1", "question2", "is_duplicate", _BINARY,
+        ("question1", "question2"),
+    ),
+}
+
+# Probe metrics beyond accuracy, as reported for GLUE.
+GLUE_METRICS: dict[str, tuple[str, ...]] = {
+    "mrpc": ("accuracy", "f1"),
+    "qqp": ("accuracy", "f1"),
+    "cola": ("accuracy", "mcc"),
+}
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    name: str
+    is_pair: bool
+    n_classes: int
+    metrics: tuple[str, ...]
+
+
+def task_info(name: str, spec: Mapping[str, Any]) -> TaskInfo:
+    if spec["source"] == "synthetic":
+        from .synthetic import PAIR_TASKS
+
+        return TaskInfo(name, spec["generator"] in PAIR_TASKS, 2, ("accuracy",))
+    glue = spec["glue_task"]
+    fmt = GLUE_FORMATS[glue]
+    return TaskInfo(
+        name, fmt.text_b is not None, len(set(fmt.labels.values())), GLUE_METRICS.get(glue, ("accuracy",))
+    )
+
+
+def glue_dir_files(root: str | Path, glue_task: str) -> dict[str, Path]:
+    fmt = GLUE_FORMATS[glue_task]
+    base = Path(root).expanduser() / fmt.folder
+    return {"train": base / "train.tsv", "dev": base / fmt.dev_file}
+
+
+def read_glue_tsv(path: str | Path, glue_task: str) -> pd.DataFrame:
+    """Parse one GLUE TSV file; malformed input raises ConfigError naming the file and line."""
+    fmt = GLUE_FORMATS[glue_task]
+    path = Path(path)
+    with open(path, encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: MRPC has a BOM
+        lines = handle.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or (fmt.header and len(lines) == 1):
+        raise ConfigError(f"{path}: file is empty (no examples). Re-extract the GLUE {fmt.folder} data.")
+    columns: dict[str | int, int]
+    first = 0
+    if fmt.header:
+        header = lines[0].rstrip("\r").split("\t")
+        wanted = [c for c in (fmt.text_a, fmt.text_b, fmt.label) if c is not None]
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise ConfigError(
+                f"{path}, line 1: header lacks column(s) {missing}; found {header}. Expected the "
+                f"GLUE {fmt.folder} layout."
+            )
+        columns = {name: header.index(name) for name in wanted}  # type: ignore[misc]
+        first = 1
+    else:
+        columns = {c: c for c in (fmt.text_a, fmt.label)}  # type: ignore[misc]
+    width = max(columns.values()) + 1
+    rows: list[tuple[str, str | None, int]] = []
+    for number, line in enumerate(lines[first:], start=first + 1):
+        fields = line.rstrip("\r").split("\t")
+        if len(fields) < width:
+            raise ConfigError(
+                f"{path}, line {number}: expected at least {width} tab-separated fields, found "
+                f"{len(fields)}: {line[:80]!r}"
+            )
+        raw_label = fields[columns[fmt.label]].strip()
+        if raw_label not in fmt.labels:
+            raise ConfigError(
+                f"{path}, line {number}: label {raw_label!r} is not one of {sorted(fmt.labels)}."
+            )
+        text_b = fields[columns[fmt.text_b]] if fmt.text_b is not None else None
+        rows.append((fields[columns[fmt.text_a]].strip(), text_b.strip() if text_b else text_b, fmt.labels[raw_label]))
+    return pd.DataFrame(rows, columns=["text_a", "text_b", "label"]).astype({"label": "int64"})
+
+
+def load_glue_hub(glue_task: str, split: str) -> pd.DataFrame:
+    """Load a GLUE split from the Hugging Face hub (``nyu-mll/glue``) via ``datasets``."""
+    import datasets
+
+    fmt = GLUE_FORMATS[glue_task]
+    hf_split = "train" if split == "train" else fmt.hf_dev_split
+    try:
+        dataset = datasets.load_dataset("nyu-mll/glue", glue_task, split=hf_split)
+    except Exception as error:  # datasets raises many types for network/cache failures
+        raise ConfigError(
+            f"task '{glue_task}': could not load nyu-mll/glue ({glue_task}, split {hf_split}) from "
+            f"the Hugging Face hub: {type(error).__name__}: {error}. Pre-download it on a machine "
+            "with internet (python -c \"import datasets; datasets.load_dataset('nyu-mll/glue', "
+            f"'{glue_task}')\") or point the task at a GLUE folder with source: glue_dir."
+        ) from error
+    column_a, column_b = fmt.hf_columns
+    frame = pd.DataFrame(
+        {
+            "text_a": dataset[column_a],
+            "text_b": dataset[column_b] if column_b else [None] * len(dataset),
+            "label": dataset["label"],
+        }
+    )
+    return frame.astype({"label": "int64"})
+
+
+def load_task_split(name: str, spec: Mapping[str, Any], split: str) -> pd.DataFrame:
+    """The standardised frame of one split of a configured task (``n_train``/``n_dev`` applied)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    source = spec["source"]
+    if source == "synthetic":
+        from .synthetic import SYNTHETIC_TASKS
+
+        generate: Callable[..., tuple[pd.DataFrame, pd.DataFrame]] = SYNTHETIC_TASKS[spec["generator"]]
+        train, dev = generate(
+            seed=spec["seed"], n_train=spec["n_train"], n_dev=spec["n_dev"], label_noise=spec["label_noise"]
+        )
+        frame = train if split == "train" else dev
+    elif source == "glue_dir":
+        frame = read_glue_tsv(glue_dir_files(spec["path"], spec["glue_task"])[split], spec["glue_task"])
+    elif source == "glue":
+        frame = load_glue_hub(spec["glue_task"], split)
+    else:  # the schema rejects other sources before this point
+        raise ConfigError(f"task '{name}': unknown source {source!r}")
+    limit = spec.get("n_train") if split == "train" else spec.get("n_dev")
+    if limit is not None:
+        frame = frame.iloc[:limit]
+    frame = frame.reset_index(drop=True)
+    if frame.empty:
+        raise ConfigError(f"task '{name}', split {split}: no examples.")
+    if frame["label"].nunique() < 2 and split == "train":
+        raise ConfigError(f"task '{name}': the fit split has a single label; probes need >= 2 classes.")
+    return frame

@@ -1,0 +1,74 @@
+# Config validation, names, paths and input functions shared by all rule files.
+import os
+import re
+import sys
+from pathlib import Path
+
+# The library lives in src/; jobs inherit PYTHONPATH, so scripts import it in any environment.
+_SRC = str(Path(workflow.basedir) / "src")
+if _SRC not in sys.path:
+    sys.path.insert(0, _SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH")) if p)
+# torch and numpy share processes: a busy-waiting OpenMP pool slows small machines tenfold.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from snakemake.exceptions import WorkflowError
+
+from affine_homotopy.config import ConfigError, check_config
+
+try:
+    check_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+except ConfigError as error:
+    raise WorkflowError(f"Invalid configuration: {error}") from None
+
+RUN = config["run_name"]
+RESULTS = f"results/{RUN}"
+ENCODERS = list(config["encoders"])
+MODEL_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] != "derived"]
+DERIVED_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] == "derived"]
+TASKS = list(config["tasks"])
+LAYERS = list(config["layers"])
+SPLITS = ["train", "dev"]
+
+
+def _alternatives(names):
+    # A regex matching exactly these names; an impossible pattern when there are none.
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
+
+
+wildcard_constraints:
+    task=_alternatives(TASKS),
+    split="train|dev",
+    layer=r"\d+",
+
+
+def embeddings(encoder, task, split):
+    return f"{RESULTS}/embeddings/{encoder}/{task}/{split}.npy"
+
+
+def base_embeddings(wildcards):
+    base = config["encoders"][wildcards.encoder]["base"]
+    return {split: embeddings(base, wildcards.task, split) for split in SPLITS}
+
+
+def all_train_embeddings(wildcards):
+    return [embeddings(e, wildcards.task, "train") for e in ENCODERS]
+
+
+def probe_weights(wildcards):
+    return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/layer{wildcards.layer}.npz" for e in ENCODERS]
+
+
+def matrix_files(kind, name):
+    return [f"{RESULTS}/{kind}/{t}/layer{l}/{name}.csv" for t in TASKS for l in LAYERS]
+
+
+def all_targets():
+    targets = [f"{RESULTS}/probes/{t}/layer{l}.csv" for t in TASKS for l in LAYERS]
+    targets += matrix_files("intrinsic", "d_aff") + matrix_files("extrinsic", "d_psi")
+    targets += [f"{RESULTS}/tables/correlation.{ext}" for ext in ("csv", "md")]
+    targets += [f"{RESULTS}/figures/{fig}.{ext}" for fig in FIGURES for ext in ("png", "pdf")]
+    return targets
+
+
+FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic"]

@@ -1,0 +1,28 @@
+"""Derived encoder: transform the base encoder's representations of both splits, layer by layer."""
+
+import logging
+
+from affine_homotopy.derived import derive
+from affine_homotopy.encoders import check_finite
+from affine_homotopy.io import read_embeddings, read_json, write_embeddings
+from affine_homotopy.runner import run
+
+
+def main(snakemake):
+    name, task = snakemake.wildcards.encoder, snakemake.wildcards.task
+    spec = snakemake.params.spec
+    base_meta = read_json(snakemake.input.train.replace(".npy", ".json"))
+    layers = base_meta["layers"]
+    train, dev, details = derive(
+        spec, read_embeddings(snakemake.input.train), read_embeddings(snakemake.input.dev), layers,
+        snakemake.params.multiplier,
+    )
+    logging.info("derived %s from %s: %s", name, spec["base"], details)
+    for split, array in (("train", train), ("dev", dev)):
+        check_finite(array, layers, name, task, split)
+        meta = {key: base_meta[key] for key in ("task", "layers", "pooling", "max_length", "revision")}
+        meta.update(encoder=name, split=split, source=spec, base=spec["base"], details=details)
+        write_embeddings(snakemake.output[split], array, meta)
+
+
+run(snakemake, main)
