@@ -9,7 +9,7 @@ min_version("9.0")
 # of being merged into it, which would mix two studies).
 if not workflow.overwrite_configfiles:
 
-    configfile: "config/demo.yaml"
+    configfile: f"{workflow.basedir}/config/demo.yaml"
 
 
 include: "workflow/rules/common.smk"

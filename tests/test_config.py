@@ -1,0 +1,85 @@
+"""Bad input: every problem is named (key, value, fix) before any job runs."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from affine_homotopy.config import ConfigError, check_config
+from affine_homotopy.encoders import load_encoder
+
+from .conftest import REPO
+
+
+def base_config(tiny_models: dict[str, Path]) -> dict[str, Any]:
+    return {
+        "run_name": "t",
+        "encoders": {
+            "a": {"source": "path", "path": str(tiny_models["tiny_a"])},
+            "b": {"source": "derived", "base": "a", "transform": "svd_truncate", "fraction": 0.5},
+        },
+        "tasks": {"s": {"source": "synthetic", "generator": "synthetic_sentiment"}},
+        "layers": [1, 2],
+    }
+
+
+def check(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
+    return check_config(copy.deepcopy(config), schema_path)
+
+
+def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
+    config = check(base_config(tiny_models), schema_path)
+    assert config["embedding"] == {"pooling": "mean", "max_length": 128, "batch_size": 64}
+    assert config["tasks"]["s"]["n_train"] == 2000 and config["device"] == "auto"
+    assert config["intrinsic"]["rank_tolerance_multiplier"] == 5
+
+
+def test_shipped_configs_are_valid(schema_path) -> None:
+    for name in ("demo.yaml", "config.yaml"):
+        config = yaml.safe_load((REPO / "config" / name).read_text())
+        check_config(config, schema_path)
+
+
+@pytest.mark.parametrize(
+    "mutate,expected",
+    [
+        (lambda c: c["encoders"]["a"].update(source="hff"), r"'encoders\.a\.source' has value 'hff'; allowed values: hf, path, package, derived"),
+        (lambda c: c["tasks"]["s"].update(source="csv"), r"'tasks\.s\.source' has value 'csv'; allowed values: glue, glue_dir, synthetic"),
+        (lambda c: c.update(layers=[1, 7]), r"encoder 'a' has depth 2 .*layer\(s\) \[7\] do not exist"),
+        (lambda c: c["encoders"]["b"].update(base="zzz"), r"'encoders\.b\.base' has value 'zzz', which is not an encoder"),
+        (lambda c: c["encoders"].update(c1={"source": "derived", "base": "c2", "transform": "random_affine"},
+                                        c2={"source": "derived", "base": "c1", "transform": "random_affine"}),
+         r"cycle \(c1 -> c2 -> c1\)"),
+        (lambda c: c["encoders"].update(p={"source": "package", "package": "no-such-model-pkg"}),
+         r"pip install no-such-model-pkg"),
+        (lambda c: c["encoders"]["a"].update(path="/nonexistent/model"), r"'encoders\.a\.path' has value '/nonexistent/model'"),
+        (lambda c: c["encoders"]["b"].pop("fraction"), r"missing 'fraction'"),
+        (lambda c: c["encoders"]["b"].update(fraction=1.5), r"'encoders\.b\.fraction' has value 1\.5; it must be <= 1"),
+        (lambda c: c.update(layerz=[1]), r"'layerz' was unexpected"),
+        (lambda c: c.pop("run_name"), r"missing required key 'run_name'"),
+        (lambda c: c.update(run_name="../x"), r"'run_name' has value '\.\./x', which is not a valid name"),
+        (lambda c: c["tasks"].update(g={"source": "glue_dir", "path": "/nonexistent", "glue_task": "rte"}),
+         r"'tasks\.g\.path' has value '/nonexistent', but the train file .* does not exist"),
+        (lambda c: c["tasks"].update(mytask={"source": "glue"}), r"'tasks\.mytask' needs 'glue_task'"),
+        (lambda c: c.update(analysis={"encoder_group": ["a", "nope"]}), r"unknown encoder\(s\) \['nope'\]"),
+    ],
+)
+def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None:
+    config = base_config(tiny_models)
+    mutate(config)
+    with pytest.raises(ConfigError, match=expected):
+        check(config, schema_path)
+
+
+def test_unreachable_hub_names_the_model_and_the_fixes(monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = {"source": "hf", "model": "no-such-org/no-such-model", "revision": None}
+    with pytest.raises(ConfigError) as error:
+        load_encoder("ghost", spec)
+    message = str(error.value)
+    assert "no-such-org/no-such-model" in message and "source: path" in message
+    assert "huggingface-cli download" in message
