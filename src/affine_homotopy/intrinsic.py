@@ -1,47 +1,362 @@
-"""Intrinsic (representation-level) distances between encoders.
+"""Intrinsic (representation-level) distances between encoders, for all ordered pairs at once.
 
 Orientation convention, used by every matrix this project writes: entry ``(i, j)`` is encoder ``i``
-(row, *mapped from*) affinely mapped onto encoder ``j`` (column, *mapped to*). In the paper's
-notation (Eq. 19, ``d_Aff(H, G)`` maps ``G`` onto ``H``) entry ``(i, j)`` is ``d_Aff(H_j, H_i)``.
-A small entry means "``i`` carries everything ``j`` has, up to an affine map". Theory (Thm 4.1):
-mapping a higher-rank encoder onto a lower-rank one can be exact, the reverse cannot.
+(row, *mapped from*) mapped onto encoder ``j`` (column, *mapped to*). In the paper's notation
+(Eq. 19, ``d_Aff(H, G)`` maps ``G`` onto ``H``) entry ``(i, j)`` is ``d_Aff(H_j, H_i)``. Small means
+"``i`` carries everything ``j`` has, up to the map". Theory (Thm 4.1): mapping a higher-rank encoder
+onto a lower-rank one can be exact, the reverse cannot.
 
-Estimator (this version): the least-squares affine map, scored by its largest row residual:
+Measures (all distances; 0 = identical up to the map class; names are the CSV file stems)
 
-    d_ls(i -> j) = max_n || (Y_j - 1 mu_j^T)[n] - P_i (Y_j - 1 mu_j^T)[n] ||_2
+``d_aff``
+    Eq. 19, ``min over affine psi of max_n ||y_n - psi(x_n)||_2`` (L2 norm in the target's space,
+    not divided by ``D``). A second-order-cone problem, solved by Lawson's iteratively reweighted
+    least squares, which certifies an interval at every step: for weights ``w`` on the simplex,
+    ``sqrt(min_psi sum_n w_n ||y_n - psi(x_n)||^2)`` is a **lower bound** (a maximum is at least
+    any weighted mean) and the largest residual of any fitted map is an **upper bound**. The
+    iteration stops when ``upper - lower <= tol * upper + atol`` (``atol`` = 10 eps(float32) times
+    the target's largest centred row norm: below it a residual is float32 rounding) or after
+    ``max_iter`` steps. ``d_aff`` is the upper bound (attained by a map), ``d_aff_lower`` the lower.
+``d_aff_ls``
+    Largest residual of the plain least-squares affine map (the paper's way: fit the mean squared
+    error, evaluate the maximum). Always ``>= d_aff``.
+``d_aff_msd``
+    ``d_aff ** 2 / D_j``: the largest per-example mean squared error, the scale of the paper's
+    Figure 2.
+``psi_norm``
+    Operator (spectral) norm of the linear part of the map that attains ``d_aff``; Lemma 5.2
+    multiplies it into the extrinsic bound.
+``d_lin``
+    As ``d_aff`` with a linear map (no bias), on uncentred representations.
+``d_iso``
+    Largest residual of the orthogonal Procrustes map plus bias (``x -> (x - mu_x) R + mu_y``,
+    ``R`` the (semi-)orthogonal maximiser of ``tr(R^T X_c^T Y_c)``): the paper's symmetric
+    pseudo-metric of affine isometries, evaluated at the Procrustes fit.
 
-where ``P_i = U_i U_i^T`` projects onto the centred column space of ``X_i`` restricted to the
-directions that pass the rank rule (:mod:`affine_homotopy.linalg`). It is the paper's way of fitting
-(mean squared error, maximum evaluated) solved exactly instead of by SGD. It is an upper bound of
-Eq. 19's minimax value. Units: L2 norm in the target's representation space (not divided by D).
+Baselines (Ding et al. 2021 conventions: columns centred, each matrix divided by its Frobenius
+norm; canonical correlations ``rho_1 >= rho_2 >= ...`` over ``min(rank_i, rank_j)`` directions)
+
+``procrustes``  ``2 - 2 ||X^T Y||_*`` (symmetric; in ``[0, 2]``).
+``cca_r2``      ``1 - mean rho_k^2`` (``1 - R^2_CCA``; symmetric).
+``cca_rho``     ``1 - mean rho_k`` (symmetric).
+``pwcca``       ``1 - sum_k alpha_k rho_k / sum_k alpha_k`` with Morcos et al. (2018) weights
+                ``alpha_k = sum_d |<h_k, x_d>|``, ``h_k`` the unit-norm canonical variates of the
+                *mapped-from* encoder ``i`` and ``x_d`` its centred columns. Asymmetric.
+``svcca``       ``1 - mean rho_k`` after keeping, for each encoder, the leading singular directions
+                that explain 99 % of its variance (squared singular values).
+``cka``         ``1 - ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F)`` (linear CKA; symmetric).
+
+Every measure works on the rank-ruled orthonormal bases of :mod:`affine_homotopy.linalg` (directions
+at float32 rounding level are dropped), so encoders may differ in width and ``N < D`` is fine.
+
+Engine: each encoder is factorised once (``X - mu = Q diag(s) V^T``, and the uncentred ``X`` for
+``d_lin``). Pair work uses only ``Q``, ``s`` and ``V``: the target ``Y_j`` is represented as
+``Q_j diag(s_j)``, which has the same row norms and residuals as ``Y_j`` itself. For each source,
+``Q_i^T [Q_1 ... Q_K]`` is one matrix product, and the Lawson iterations of a block of targets are
+batched matrix products, so memory stays bounded by ``block_mb`` as K grows.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .linalg import CentredBasis, centred_basis, column_blocks
+from .linalg import FLOAT32_EPS, numerical_rank
 
 log = logging.getLogger(__name__)
 
+MEASURES = (
+    "d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm", "d_lin", "d_iso",
+    "procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka",
+)
+SVCCA_VARIANCE = 0.99
 
-def max_residual_ls_block(basis: CentredBasis, targets_centred: Sequence[torch.Tensor]) -> list[float]:
-    """Largest row L2 residual of the LS affine map from ``basis``'s encoder onto each target."""
-    stacked = torch.cat(list(targets_centred), dim=1)
-    coefficients = basis.U.T @ stacked  # one large matmul for the whole block of targets
-    residual = stacked - basis.U @ coefficients
-    out: list[float] = []
-    start = 0
-    for target in targets_centred:
-        width = target.shape[1]
-        block = residual[:, start : start + width]
-        out.append(float(torch.linalg.vector_norm(block, dim=1).max()))
-        start += width
+
+@dataclass
+class SolverSettings:
+    tol: float = 1e-3
+    max_iter: int = 1000
+    multiplier: float = 5.0  # the rank rule's n
+    power: float = 1.0  # Lawson weight update w <- w * r**power (1 = classical Lawson)
+    block_mb: int = 1024
+    dtype: torch.dtype = torch.float64
+    device: torch.device | str = "cpu"
+    measures: tuple[str, ...] = MEASURES
+
+
+@dataclass
+class Factors:
+    """One encoder, factorised once: centred ``Q diag(s) Vt`` and uncentred ``Q_raw diag(s_raw)``."""
+
+    Q: torch.Tensor  # (N, r) orthonormal basis of the centred column space
+    s: torch.Tensor  # (r,)
+    Vt: torch.Tensor  # (r, D)
+    Q_raw: torch.Tensor  # (N, r_raw) basis of the uncentred column space (for d_lin)
+    s_raw: torch.Tensor
+    dim: int
+    row_norm_max: float  # largest centred row norm: the scale of atol
+    raw_row_norm_max: float
+
+    @property
+    def rank(self) -> int:
+        return int(self.s.numel())
+
+
+def factorise(X: np.ndarray | torch.Tensor, multiplier: float, dtype: torch.dtype, device: torch.device | str,
+              uncentred: bool = True) -> Factors:
+    X = torch.as_tensor(np.array(X) if not isinstance(X, torch.Tensor) else X).to(device=device, dtype=dtype)
+    n, dim = X.shape
+    centred = X - X.mean(dim=0)
+    U, s, Vt = torch.linalg.svd(centred, full_matrices=False)
+    raw_row_norm_max = float(torch.linalg.vector_norm(X, dim=1).max())
+    r = numerical_rank(s, n, dim, multiplier, raw_row_norm_max)
+    if uncentred:
+        U_raw, s_raw, _ = torch.linalg.svd(X, full_matrices=False)
+        r_raw = numerical_rank(s_raw, n, dim, multiplier, raw_row_norm_max)
+        U_raw, s_raw = U_raw[:, :r_raw].contiguous(), s_raw[:r_raw]
+    else:
+        U_raw, s_raw = X.new_zeros((n, 0)), X.new_zeros(0)
+    return Factors(
+        U[:, :r].contiguous(), s[:r].clone(), Vt[:r].clone(), U_raw, s_raw.clone(), dim,
+        float(torch.linalg.vector_norm(centred, dim=1).max()), raw_row_norm_max,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the minimax solver
+
+
+@dataclass
+class MinimaxResult:
+    upper: torch.Tensor  # (B,) max residual of the best map found: the reported value
+    lower: torch.Tensor  # (B,) certified lower bound
+    least_squares: torch.Tensor  # (B,) max residual of the plain least-squares map (iteration 1)
+    coef: torch.Tensor  # (B, p, q) coefficients of the best map on the design
+    iterations: torch.Tensor  # (B,)
+
+
+def minimax_fit(
+    design: torch.Tensor, targets: torch.Tensor, atol: torch.Tensor, tol: float = 1e-3,
+    max_iter: int = 1000, power: float = 1.0, prune: float = 1e-10,
+) -> MinimaxResult:
+    """``min_C max_n ||targets[b, n] - design[n] @ C||_2`` for a batch of targets sharing a design.
+
+    ``design`` (N, p) must have full column rank (an orthonormal basis, possibly with a constant
+    column). ``targets`` (B, N, q): zero-padded columns are harmless. Lawson's iteratively
+    reweighted least squares with the certified interval described in the module docstring.
+    ``power`` 1 is classical Lawson (monotone, convergent); larger values are faster on easy
+    problems but can stall on a wrong support. Rows whose weight falls below ``prune`` times the
+    largest are set to weight 0 and left out of the weighted fits (any simplex weights give a valid
+    lower bound); every row still enters the upper bound.
+    """
+    batch, n, _ = targets.shape
+    p = design.shape[1]
+    weights = torch.full((batch, n), 1.0 / n, dtype=design.dtype, device=design.device)
+    upper = torch.full((batch,), math.inf, dtype=design.dtype, device=design.device)
+    lower = torch.zeros_like(upper)
+    least_squares = torch.zeros_like(upper)
+    coef_best = targets.new_zeros((batch, p, targets.shape[2]))
+    iterations = torch.zeros(batch, dtype=torch.long, device=design.device)
+    active = torch.arange(batch, device=design.device)
+    eye = torch.eye(p, dtype=design.dtype, device=design.device)
+    rows = torch.arange(n, device=design.device)  # rows carrying weight in any active pair
+    for step in range(1, max_iter + 1):
+        w = weights[active][:, rows]
+        sub_design = design[rows]
+        sub_targets = targets[active][:, rows]
+        weighted = sub_design.unsqueeze(0) * w.unsqueeze(2)  # (b, m, p)
+        gram = weighted.transpose(1, 2) @ sub_design  # (b, p, p)
+        rhs = weighted.transpose(1, 2) @ sub_targets  # (b, p, q)
+        del weighted
+        # a tiny ridge keeps the Cholesky alive when the weight sits on fewer than p rows
+        scale = gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None]
+        factor, info = torch.linalg.cholesky_ex(gram + 1e-13 * scale * eye)
+        if bool((info > 0).any()):
+            factor = torch.linalg.cholesky(gram + 1e-9 * scale * eye)
+        coef = torch.cholesky_solve(rhs, factor)
+        residual = torch.linalg.vector_norm(targets[active] - design @ coef, dim=2)  # (b, N): all rows
+        step_upper = residual.max(dim=1).values
+        sub_residual = residual[:, rows]
+        step_lower = torch.sqrt((w * sub_residual**2).sum(dim=1))
+        if step == 1:
+            least_squares[active] = step_upper
+        better = step_upper < upper[active]
+        coef_best[active[better]] = coef[better]
+        upper[active] = torch.minimum(upper[active], step_upper)
+        lower[active] = torch.maximum(lower[active], step_lower)
+        iterations[active] = step
+        done = (upper[active] - lower[active]) <= tol * upper[active] + atol[active]
+        new_w = w * sub_residual**power
+        new_w = torch.where(new_w >= prune * new_w.max(dim=1, keepdim=True).values, new_w, 0.0)
+        total = new_w.sum(dim=1, keepdim=True)
+        new_w = torch.where(total > 0, new_w / total.clamp(min=torch.finfo(design.dtype).tiny), w)
+        full = torch.zeros((len(active), n), dtype=design.dtype, device=design.device)
+        full[:, rows] = new_w
+        weights[active] = full
+        active = active[~done]
+        if active.numel() == 0:
+            break
+        rows = torch.nonzero((weights[active] > 0).any(dim=0)).squeeze(1)
+    return MinimaxResult(upper, torch.minimum(lower, upper), least_squares, coef_best, iterations)
+
+
+# ---------------------------------------------------------------------------------------------
+# the all-pairs engine
+
+
+@dataclass
+class IntrinsicResult:
+    names: list[str]
+    matrices: dict[str, np.ndarray]  # measure -> (K, K)
+    ranks: np.ndarray  # (K,) numerical rank of each centred matrix
+    dims: np.ndarray
+    iterations: np.ndarray  # (K, K) Lawson iterations for d_aff
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _pad_columns(blocks: Sequence[torch.Tensor]) -> torch.Tensor:
+    width = max(max(b.shape[1] for b in blocks), 1)
+    out = blocks[0].new_zeros((len(blocks), blocks[0].shape[0], width))
+    for k, block in enumerate(blocks):
+        out[k, :, : block.shape[1]] = block
     return out
+
+
+def _target_batches(count: int, n: int, width: int, p: int, itemsize: int, block_mb: int) -> int:
+    """How many targets fit into one Lawson batch: (b, N, p) weighted design + (b, N, q) targets x 2."""
+    per_target = n * (p + 3 * width) * itemsize
+    return max(1, min(count, block_mb * 2**20 // max(per_target, 1)))
+
+
+def _svcca_keep(s: torch.Tensor) -> int:
+    if s.numel() == 0:
+        return 0
+    share = torch.cumsum(s**2, 0) / (s**2).sum()
+    return int(torch.searchsorted(share, torch.tensor(SVCCA_VARIANCE, dtype=s.dtype, device=s.device)).item()) + 1
+
+
+def _baselines_for_source(fi: Factors, factors: Sequence[Factors], targets: Sequence[int]) -> dict[str, list[float]]:
+    """CCA family, CKA, Procrustes and d_iso of source ``fi`` against each target (small matrices)."""
+    stacked = torch.cat([factors[j].Q for j in targets], dim=1)
+    cross = fi.Q.T @ stacked  # (r_i, sum r_j): one large product for all targets
+    out: dict[str, list[float]] = {k: [] for k in ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")}
+    keep_i = _svcca_keep(fi.s)
+    start = 0
+    for j in targets:
+        fj = factors[j]
+        M = cross[:, start : start + fj.rank]
+        start += fj.rank
+        m = min(fi.rank, fj.rank)
+        if m == 0:  # a constant encoder: correlations are undefined; d_iso maps everything to the mean
+            for key in out:
+                out[key].append(float("nan"))
+            out["d_iso"][-1] = float(torch.linalg.vector_norm(fj.Q * fj.s, dim=1).max()) if fi.rank == 0 else float("nan")
+            continue
+        A, rho, _ = torch.linalg.svd(M, full_matrices=False)
+        rho = rho[:m].clamp(max=1.0)
+        out["cca_r2"].append(float(1 - (rho**2).mean()))
+        out["cca_rho"].append(float(1 - rho.mean()))
+        # PWCCA: weights of the mapped-from side's canonical variates h_k = Q_i a_k
+        alpha = (A[:, :m].T @ (fi.s[:, None] * fi.Vt)).abs().sum(dim=1)
+        out["pwcca"].append(float(1 - (alpha * rho).sum() / alpha.sum()))
+        keep_j = _svcca_keep(fj.s)
+        rho_sv = torch.linalg.svdvals(M[:keep_i, :keep_j])[: min(keep_i, keep_j)].clamp(max=1.0)
+        out["svcca"].append(float(1 - rho_sv.mean()))
+        scaled = fi.s[:, None] * M * fj.s[None, :]  # X_c^T Y_c in the two SVD bases
+        cka = (scaled**2).sum() / (torch.linalg.vector_norm(fi.s**2) * torch.linalg.vector_norm(fj.s**2))
+        out["cka"].append(float(1 - cka))
+        P, sigma, Qt = torch.linalg.svd(scaled, full_matrices=False)
+        out["procrustes"].append(float(2 - 2 * sigma.sum() / (torch.linalg.vector_norm(fi.s) * torch.linalg.vector_norm(fj.s))))
+        # d_iso: residual of y_c ~ x_c R in target coordinates: Q_j S_j - Q_i S_i P Qt
+        residual = fj.Q * fj.s - fi.Q @ (fi.s[:, None] * (P @ Qt))
+        out["d_iso"].append(float(torch.linalg.vector_norm(residual, dim=1).max()))
+    return out
+
+
+def pairwise_intrinsic(
+    representations: Sequence[np.ndarray],
+    names: Sequence[str] | None = None,
+    settings: SolverSettings | None = None,
+) -> IntrinsicResult:
+    """Every measure of the module docstring for every ordered pair; see there for conventions."""
+    settings = settings or SolverSettings()
+    count = len(representations)
+    names = list(names) if names is not None else [str(k) for k in range(count)]
+    rows = {rep.shape[0] for rep in representations}
+    if len(rows) != 1:
+        raise ValueError(f"all encoders need the same examples (rows); got row counts {sorted(rows)}")
+    n = rows.pop()
+    wanted = set(settings.measures)
+    timer: dict[str, float] = {"factorise": 0.0, "baselines": 0.0, "d_aff": 0.0, "d_lin": 0.0}
+    started = time.monotonic()
+    factors = [factorise(rep, settings.multiplier, settings.dtype, settings.device, "d_lin" in wanted)
+               for rep in representations]
+    timer["factorise"] = time.monotonic() - started
+    matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
+    iterations = np.zeros((count, count), dtype=int)
+    itemsize = torch.tensor([], dtype=settings.dtype).element_size()
+    for i, fi in enumerate(factors):
+        others = [j for j in range(count) if j != i]
+        if not others:
+            continue
+        tick = time.monotonic()
+        if wanted & {"procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso"}:
+            for key, values in _baselines_for_source(fi, factors, others).items():
+                matrices[key][i, others] = values
+        timer["baselines"] += time.monotonic() - tick
+        tick = time.monotonic()
+        if wanted & {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"}:
+            design = torch.cat([fi.Q, fi.Q.new_full((n, 1), 1.0 / math.sqrt(n))], dim=1)
+            for block in _blocks(others, n, max(factors[j].rank for j in others), design.shape[1], itemsize, settings.block_mb):
+                targets = _pad_columns([factors[j].Q * factors[j].s for j in block])
+                atol = torch.tensor([10 * FLOAT32_EPS * factors[j].row_norm_max for j in block],
+                                    dtype=settings.dtype, device=design.device)
+                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power)
+                matrices["d_aff"][i, block] = result.upper.cpu().numpy()
+                matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
+                matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
+                iterations[i, block] = result.iterations.cpu().numpy()
+                # linear part in original coordinates: V_i diag(1/s_i) C V_j^T -> ||diag(1/s_i) C||_2
+                linear = result.coef[:, : fi.rank, :] / fi.s[None, :, None]
+                if fi.rank > 0:
+                    matrices["psi_norm"][i, block] = torch.linalg.matrix_norm(linear, ord=2).cpu().numpy()
+                log.info("d_aff: source %d/%d '%s' (rank %d) -> %d targets: %s iterations, max gap %.2e",
+                         i + 1, count, names[i], fi.rank, len(block), result.iterations.tolist(),
+                         float(((result.upper - result.lower) / result.upper.clamp(min=1e-300)).max()))
+        timer["d_aff"] += time.monotonic() - tick
+        tick = time.monotonic()
+        if "d_lin" in wanted:
+            design = fi.Q_raw
+            for block in _blocks(others, n, max(factors[j].Q_raw.shape[1] for j in others), design.shape[1], itemsize, settings.block_mb):
+                targets = _pad_columns([factors[j].Q_raw * factors[j].s_raw for j in block])
+                atol = torch.tensor([10 * FLOAT32_EPS * factors[j].raw_row_norm_max for j in block],
+                                    dtype=settings.dtype, device=design.device)
+                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power)
+                matrices["d_lin"][i, block] = result.upper.cpu().numpy()
+                matrices["d_lin_lower"][i, block] = result.lower.cpu().numpy()
+        timer["d_lin"] += time.monotonic() - tick
+        log.info("source %d/%d '%s' done (%.1f s so far)", i + 1, count, names[i], time.monotonic() - started)
+    dims = np.array([f.dim for f in factors])
+    matrices["d_aff_msd"] = matrices["d_aff"] ** 2 / dims[None, :]
+    for key in matrices:
+        np.fill_diagonal(matrices[key], 0.0)
+    np.fill_diagonal(matrices["psi_norm"], 1.0)  # the identity map
+    ranks = np.array([f.rank for f in factors])
+    families = {"d_aff": ("d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"), "d_lin": ("d_lin", "d_lin_lower"),
+                "baselines": ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")}
+    computed = {m for members in families.values() if wanted & set(members) for m in members}
+    return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer)
+
+
+def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_mb: int) -> list[list[int]]:
+    size = _target_batches(len(items), n, width, p, itemsize, block_mb)
+    return [items[k : k + size] for k in range(0, len(items), size)]
 
 
 def pairwise_affine_ls(
@@ -52,32 +367,8 @@ def pairwise_affine_ls(
     device: torch.device | str = "cpu",
     block_mb: int = 256,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """All ordered pairs of ``d_ls`` (see module docstring) and each encoder's numerical rank.
-
-    Each encoder's matrix is factorised once; for each source all targets are processed in column
-    blocks of at most ``block_mb`` MiB, each block one pair of matrix products.
-    Returns ``(distances K x K with a zero diagonal, ranks (K,))``.
-    """
-    count = len(representations)
-    names = list(names) if names is not None else [str(k) for k in range(count)]
-    n_rows = {rep.shape[0] for rep in representations}
-    if len(n_rows) != 1:
-        raise ValueError(f"all encoders need the same examples (rows), got row counts {sorted(n_rows)}")
-    n = n_rows.pop()
-    centred = []
-    for rep in representations:
-        tensor = torch.as_tensor(np.asarray(rep)).to(device=device, dtype=dtype)
-        centred.append(tensor - tensor.mean(dim=0))
-    bases = [centred_basis(rep, multiplier, dtype, device) for rep in representations]
-    ranks = np.array([basis.rank for basis in bases])
-    itemsize = torch.tensor([], dtype=dtype).element_size()
-    blocks = column_blocks([c.shape[1] for c in centred], n, itemsize, block_mb)
-    distances = np.zeros((count, count))
-    for i, basis in enumerate(bases):
-        for block in blocks:
-            values = max_residual_ls_block(basis, [centred[j] for j in block])
-            distances[i, block] = values
-        log.info("d_aff (least squares): source %d/%d '%s' (rank %d) mapped onto %d targets",
-                 i + 1, count, names[i], basis.rank, count)
-    np.fill_diagonal(distances, 0.0)
-    return distances, ranks
+    """Least-squares ``d_aff_ls`` for all ordered pairs and the ranks (one Lawson step)."""
+    settings = SolverSettings(max_iter=1, multiplier=multiplier, dtype=dtype, device=device, block_mb=block_mb,
+                              measures=("d_aff_ls",))
+    result = pairwise_intrinsic(representations, names, settings)
+    return result.matrices["d_aff_ls"], result.ranks

@@ -42,11 +42,20 @@ def rank_threshold(sigma_max: float, n_rows: int, n_cols: int, multiplier: float
     return multiplier * sigma_max * FLOAT32_EPS * max(n_rows, n_cols)
 
 
-def numerical_rank(singular_values: np.ndarray | torch.Tensor, n_rows: int, n_cols: int, multiplier: float = 5.0) -> int:
+def numerical_rank(
+    singular_values: np.ndarray | torch.Tensor, n_rows: int, n_cols: int, multiplier: float = 5.0,
+    data_scale: float = 0.0,
+) -> int:
+    """Singular values above the rank rule's threshold.
+
+    ``data_scale`` (the largest row norm of the *uncentred* data) adds an absolute floor
+    ``multiplier * eps(float32) * data_scale``: when centring leaves only rounding noise (all rows
+    equal), sigma_1 itself is noise and the relative rule alone would count it as a direction.
+    """
     s = torch.as_tensor(singular_values)
     if s.numel() == 0 or float(s.max()) == 0.0:
         return 0
-    threshold = rank_threshold(float(s.max()), n_rows, n_cols, multiplier)
+    threshold = max(rank_threshold(float(s.max()), n_rows, n_cols, multiplier), multiplier * FLOAT32_EPS * data_scale)
     return int((s > threshold).sum())
 
 
@@ -80,7 +89,7 @@ def centred_basis(
     mean = X.mean(dim=0)
     centred = X - mean
     U, s, Vt = torch.linalg.svd(centred, full_matrices=False)
-    rank = numerical_rank(s, X.shape[0], X.shape[1], multiplier)
+    rank = numerical_rank(s, X.shape[0], X.shape[1], multiplier, float(torch.linalg.vector_norm(X, dim=1).max()))
     sigma_max = float(s[0]) if s.numel() else 0.0
     return CentredBasis(mean, U[:, :rank].contiguous(), s[:rank], Vt[:rank], rank, sigma_max)
 

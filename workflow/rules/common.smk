@@ -66,10 +66,14 @@ def matrix_files(kind, name):
 
 def all_targets():
     targets = [f"{RESULTS}/probes/{t}/layer{l}.csv" for t in TASKS for l in LAYERS]
-    targets += matrix_files("intrinsic", "d_aff") + matrix_files("extrinsic", "d_psi")
+    for measure in INTRINSIC_MEASURES + ["rank", "d_aff_solver"]:
+        targets += matrix_files("intrinsic", measure)
+    targets += matrix_files("extrinsic", "d_psi")
     targets += [f"{RESULTS}/tables/correlation.{ext}" for ext in ("csv", "md")]
     targets += [f"{RESULTS}/figures/{fig}.{ext}" for fig in FIGURES for ext in ("png", "pdf")]
     return targets
 
 
 FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic"]
+# The pairwise engines ask for a GPU only when the config lets them use one (device: auto or cuda).
+PAIRWISE_GPU = 0 if config["device"] == "cpu" else 1

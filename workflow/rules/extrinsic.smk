@@ -52,6 +52,8 @@ rule extrinsic:
         settings=config["extrinsic"],
         multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
         device=config["device"],
+    resources:
+        gpu=PAIRWISE_GPU,
     log:
         f"{RESULTS}/logs/extrinsic/{{task}}_layer{{layer}}.log",
     conda:
