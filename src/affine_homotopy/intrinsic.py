@@ -88,6 +88,7 @@ class SolverSettings:
     dtype: torch.dtype = torch.float64
     device: torch.device | str = "cpu"
     measures: tuple[str, ...] = MEASURES
+    keep_weights: bool = False  # return the weights of each d_aff map (to rebuild it: affine_map)
 
 
 @dataclass
@@ -139,6 +140,7 @@ class MinimaxResult:
     least_squares: torch.Tensor  # (B,) max residual of the plain least-squares map (iteration 1)
     coef: torch.Tensor  # (B, p, q) coefficients of the best map on the design
     iterations: torch.Tensor  # (B,)
+    weights: torch.Tensor  # (B, N) the weights whose weighted least-squares fit is the best map
 
 
 def minimax_fit(
@@ -162,6 +164,7 @@ def minimax_fit(
     lower = torch.zeros_like(upper)
     least_squares = torch.zeros_like(upper)
     coef_best = targets.new_zeros((batch, p, targets.shape[2]))
+    weights_best = weights.clone()
     iterations = torch.zeros(batch, dtype=torch.long, device=design.device)
     active = torch.arange(batch, device=design.device)
     eye = torch.eye(p, dtype=design.dtype, device=design.device)
@@ -188,6 +191,7 @@ def minimax_fit(
             least_squares[active] = step_upper
         better = step_upper < upper[active]
         coef_best[active[better]] = coef[better]
+        weights_best[active[better]] = weights[active[better]]
         upper[active] = torch.minimum(upper[active], step_upper)
         lower[active] = torch.maximum(lower[active], step_lower)
         iterations[active] = step
@@ -203,7 +207,7 @@ def minimax_fit(
         if active.numel() == 0:
             break
         rows = torch.nonzero((weights[active] > 0).any(dim=0)).squeeze(1)
-    return MinimaxResult(upper, torch.minimum(lower, upper), least_squares, coef_best, iterations)
+    return MinimaxResult(upper, torch.minimum(lower, upper), least_squares, coef_best, iterations, weights_best)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,6 +222,7 @@ class IntrinsicResult:
     dims: np.ndarray
     iterations: np.ndarray  # (K, K) Lawson iterations for d_aff
     seconds: dict[str, float] = field(default_factory=dict)
+    weights: np.ndarray | None = None  # (K, K, N) float32: weights of the map attaining d_aff (i -> j)
 
 
 def _pad_columns(blocks: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -299,6 +304,7 @@ def pairwise_intrinsic(
                for rep in representations]
     timer["factorise"] = time.monotonic() - started
     matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
+    weights = np.zeros((count, count, n), dtype=np.float32) if settings.keep_weights else None
     iterations = np.zeros((count, count), dtype=int)
     itemsize = torch.tensor([], dtype=settings.dtype).element_size()
     for i, fi in enumerate(factors):
@@ -322,6 +328,8 @@ def pairwise_intrinsic(
                 matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
                 matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
                 iterations[i, block] = result.iterations.cpu().numpy()
+                if weights is not None:
+                    weights[i, block] = result.weights.float().cpu().numpy()
                 # linear part in original coordinates: V_i diag(1/s_i) C V_j^T -> ||diag(1/s_i) C||_2
                 linear = result.coef[:, : fi.rank, :] / fi.s[None, :, None]
                 if fi.rank > 0:
@@ -351,7 +359,8 @@ def pairwise_intrinsic(
     families = {"d_aff": ("d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"), "d_lin": ("d_lin", "d_lin_lower"),
                 "baselines": ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")}
     computed = {m for members in families.values() if wanted & set(members) for m in members}
-    return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer)
+    return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer,
+                           weights)
 
 
 def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_mb: int) -> list[list[int]]:
@@ -372,3 +381,27 @@ def pairwise_affine_ls(
                               measures=("d_aff_ls",))
     result = pairwise_intrinsic(representations, names, settings)
     return result.matrices["d_aff_ls"], result.ranks
+
+
+def affine_map(
+    X: np.ndarray, Y: np.ndarray, weights: np.ndarray, multiplier: float = 5.0, dtype: torch.dtype = torch.float64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rebuild the affine map ``x -> x @ A + b`` of X's encoder onto Y's from its solver weights.
+
+    It is the weighted least-squares fit (same rank rule, same design as the engine), so with the
+    weights stored by :func:`pairwise_intrinsic` its largest residual is that pair's ``d_aff``.
+    """
+    fi = factorise(X, multiplier, dtype, "cpu", uncentred=False)
+    n = fi.Q.shape[0]
+    design = torch.cat([fi.Q, fi.Q.new_full((n, 1), 1.0 / math.sqrt(n))], dim=1)
+    w = torch.as_tensor(np.asarray(weights), dtype=dtype)
+    target = torch.as_tensor(np.asarray(Y), dtype=dtype)
+    weighted = design * w[:, None]
+    gram = weighted.T @ design
+    scale = gram.diagonal().mean()
+    coef = torch.linalg.solve(gram + 1e-13 * scale * torch.eye(gram.shape[0], dtype=dtype), weighted.T @ target)
+    # design = [(X - mu) V S^-1, 1/sqrt(n)]  ->  x @ A + b
+    linear = fi.Vt.T @ (coef[: fi.rank] / fi.s[:, None])
+    mean = torch.as_tensor(np.asarray(X), dtype=dtype).mean(dim=0)
+    bias = coef[fi.rank] / math.sqrt(n) - mean @ linear
+    return linear.numpy(), bias.numpy()

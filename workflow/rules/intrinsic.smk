@@ -28,6 +28,7 @@ rule intrinsic:
         },
         rank=f"{RESULTS}/intrinsic/{{task}}/layer{{layer}}/rank.csv",
         solver=f"{RESULTS}/intrinsic/{{task}}/layer{{layer}}/d_aff_solver.csv",
+        weights=f"{RESULTS}/intrinsic/{{task}}/layer{{layer}}/d_aff_weights.npy",
     params:
         encoders=ENCODERS,
         measures=INTRINSIC_MEASURES,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
-from affine_homotopy.io import read_embeddings, write_csv, write_matrix
+from affine_homotopy.io import read_embeddings, write_csv, write_matrix, write_npy
 from affine_homotopy.linalg import DTYPES, select_device
 from affine_homotopy.runner import run
 
@@ -21,10 +21,13 @@ def main(snakemake):
     solver = SolverSettings(
         tol=settings["tol"], max_iter=settings["max_iter"], multiplier=settings["rank_tolerance_multiplier"],
         power=settings["lawson_power"], block_mb=settings["block_mb"], dtype=DTYPES[settings["dtype"]], device=device,
+        keep_weights=True,
     )
     result = pairwise_intrinsic(reps, names, solver)
     for measure in snakemake.params.measures:
         write_matrix(snakemake.output[measure], result.matrices[measure], names)
+    # (K, K, N): weights whose weighted least-squares fit is the map attaining d_aff(i, j)
+    write_npy(snakemake.output.weights, result.weights)
     write_csv(snakemake.output.rank, pd.DataFrame(
         {"encoder": names, "rank": result.ranks, "dim": result.dims, "n": [r.shape[0] for r in reps]}))
     upper, lower = result.matrices["d_aff"], result.matrices["d_aff_lower"]
