@@ -33,7 +33,7 @@ def check(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
 
 def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
     config = check(base_config(tiny_models), schema_path)
-    assert config["embedding"] == {"pooling": "mean", "max_length": 128, "batch_size": 64}
+    assert config["embedding"] == {"pooling": "mean", "max_length": 128, "batch_size": 64, "storage_dtype": "float32"}
     assert config["tasks"]["s"]["n_train"] == 2000 and config["device"] == "auto"
     assert config["intrinsic"]["rank_tolerance_multiplier"] == 5
 

@@ -41,16 +41,29 @@ def _folder_fingerprint(folder: Path) -> str:
     return "sha256:" + digest.hexdigest()[:16]
 
 
-def load_encoder(name: str, spec: Mapping[str, Any], device: torch.device | str = "cpu") -> LoadedEncoder:
-    """Load model and tokenizer; errors name the encoder and say how to fix them."""
+def load_encoder(
+    name: str, spec: Mapping[str, Any], device: torch.device | str = "cpu", staged: str | Path | None = None
+) -> LoadedEncoder:
+    """Load model and tokenizer; errors name the encoder and say how to fix them.
+
+    ``staged``: the folder where the download stage put a hub encoder (read offline instead).
+    """
     from transformers import AutoModel, AutoTokenizer
 
     source = spec["source"]
     if source == "derived":
         raise ValueError(f"encoder '{name}' is derived: it has no model to load")
-    if source == "hf":
-        location: str | Path = spec["model"]
-        kwargs: dict[str, Any] = {"revision": spec.get("revision")}
+    staged_commit = None
+    location: str | Path
+    kwargs: dict[str, Any]
+    if source == "hf" and staged is not None:
+        from .staging import staged_model_dir
+
+        location, staged_commit = staged_model_dir(name, staged)
+        kwargs = {"local_files_only": True}
+    elif source == "hf":
+        location = spec["model"]
+        kwargs = {"revision": spec.get("revision")}
     else:
         location = local_model_dir(name, spec)  # type: ignore[assignment]
         kwargs = {"local_files_only": True}
@@ -58,7 +71,7 @@ def load_encoder(name: str, spec: Mapping[str, Any], device: torch.device | str 
         tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
         model = AutoModel.from_pretrained(location, **kwargs)
     except (OSError, ValueError) as error:
-        if source == "hf":
+        if source == "hf" and staged_commit is None:
             raise ConfigError(
                 f"encoder '{name}': could not load Hugging Face model {spec['model']!r} "
                 f"(revision {spec.get('revision') or 'main'}): {error}. The hub may be unreachable "
@@ -69,7 +82,9 @@ def load_encoder(name: str, spec: Mapping[str, Any], device: torch.device | str 
         raise ConfigError(f"encoder '{name}': could not load the model at {location}: {error}") from error
     model.eval().to(device)
     depth = int(model.config.num_hidden_layers)
-    if source == "hf":
+    if staged_commit is not None:
+        revision = staged_commit
+    elif source == "hf":
         revision = getattr(model.config, "_commit_hash", None) or spec.get("revision") or "unknown"
     elif source == "package":
         revision = f"{spec['package']}=={importlib.metadata.version(spec['package'])}"

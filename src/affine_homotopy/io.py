@@ -79,29 +79,31 @@ def write_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
 
 
 def write_embeddings(
-    npy_path: str | os.PathLike[str], array: np.ndarray, metadata: dict[str, Any]
+    npy_path: str | os.PathLike[str], array: np.ndarray, metadata: dict[str, Any], storage_dtype: str = "float32"
 ) -> None:
-    """Write an ``(n_layers, N, D)`` float32 embedding array and its JSON sidecar."""
+    """Write an ``(n_layers, N, D)`` embedding array (float32, or float16 to halve disk) and its sidecar."""
     if array.ndim != 3:
         raise ValueError(f"embeddings must be (n_layers, N, D), got shape {array.shape}")
     if len(metadata.get("layers", [])) != array.shape[0]:
         raise ValueError("metadata 'layers' must list one hidden-state index per array slice")
     meta = dict(metadata)
     meta.update(n_layers=int(array.shape[0]), N=int(array.shape[1]), D=int(array.shape[2]))
-    meta["dtype"] = "float32"
-    write_npy(npy_path, array.astype(np.float32, copy=False))
+    if storage_dtype not in ("float32", "float16"):
+        raise ValueError(f"storage_dtype must be float32 or float16, got {storage_dtype!r}")
+    meta["dtype"] = storage_dtype
+    write_npy(npy_path, array.astype(storage_dtype, copy=False))
     write_json(Path(npy_path).with_suffix(".json"), meta)
 
 
 def read_embeddings(npy_path: str | os.PathLike[str], layer: int | None = None) -> np.ndarray:
-    """Read embeddings; with ``layer`` (a hidden-state index) return that layer's (N, D) slice."""
+    """Read embeddings as float32; with ``layer`` (a hidden-state index) return its (N, D) slice."""
     array = np.load(npy_path, mmap_mode="r")
     if layer is None:
-        return np.asarray(array)
+        return np.asarray(array, dtype=np.float32)
     layers = read_json(Path(npy_path).with_suffix(".json"))["layers"]
     if layer not in layers:
         raise KeyError(f"{npy_path} holds layers {layers}, not layer {layer}")
-    return np.asarray(array[layers.index(layer)])
+    return np.asarray(array[layers.index(layer)], dtype=np.float32)
 
 
 def write_matrix(path: str | os.PathLike[str], matrix: np.ndarray, names: Sequence[str]) -> None:

@@ -7,6 +7,14 @@ standardised with the fit split's mean and standard deviation; the L2 penalty
 standardisation is folded back into ``W`` and ``b`` so that the stored probe applies to raw
 representations. ``l2`` is chosen from a grid by accuracy on a deterministic hold-out of the fit
 split (ties go to the stronger penalty), then the probe is refitted on the whole fit split.
+
+Random-label probes (the classifiers of the paper's worst-case measure, Eq. 23) are the same model
+fitted to labels drawn uniformly from ``0..C-1`` with a seeded generator (:func:`random_labels`,
+seed ``s`` for classifier ``s``), with a fixed ``l2`` (the workflow passes the task probe's chosen
+penalty). :func:`fit_softmax_probes` fits many label sets on the same representations as one
+multi-head problem: the loss is the *sum* of the heads' losses, so heads do not interact and each
+head's optimum is that of its separate fit; the heads share the standardisation and every matrix
+product.
 """
 
 from __future__ import annotations
@@ -56,22 +64,35 @@ def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _lbfgs_logistic(
     Z: torch.Tensor, y: torch.Tensor, n_classes: int, l2: float, max_iter: int
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    weight = torch.zeros(Z.shape[1], n_classes, dtype=Z.dtype, requires_grad=True)
-    bias = torch.zeros(n_classes, dtype=Z.dtype, requires_grad=True)
+    """Penalised softmax regression; ``y`` (N,) gives one head, (N, H) gives H separate heads.
+
+    Returns ``weight`` (D, C) and ``bias`` (C,) for one head, (H, D, C) and (H, C) for several.
+    """
+    single = y.ndim == 1
+    labels = y[:, None] if single else y
+    n, heads = labels.shape
+    weight = torch.zeros(Z.shape[1], heads * n_classes, dtype=Z.dtype, device=Z.device, requires_grad=True)
+    bias = torch.zeros(heads * n_classes, dtype=Z.dtype, device=Z.device, requires_grad=True)
     optimizer = torch.optim.LBFGS(
         [weight, bias], lr=1.0, max_iter=max_iter, history_size=20,
         tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe",
     )
+    flat_labels = labels.reshape(-1)
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(Z @ weight + bias, y) + 0.5 * l2 * (weight**2).sum()
+        logits = (Z @ weight + bias).reshape(n * heads, n_classes)
+        # sum over heads of each head's mean cross entropy: the heads' problems stay separate
+        loss = torch.nn.functional.cross_entropy(logits, flat_labels, reduction="sum") / n
+        loss = loss + 0.5 * l2 * (weight**2).sum()
         loss.backward()
         return loss
 
     optimizer.step(closure)
     iterations = int(optimizer.state[optimizer._params[0]].get("n_iter", 0))
-    return weight.detach(), bias.detach(), iterations
+    w = weight.detach().reshape(-1, heads, n_classes).permute(1, 0, 2)
+    b = bias.detach().reshape(heads, n_classes)
+    return (w[0], b[0], iterations) if single else (w, b, iterations)
 
 
 def fit_softmax_probe(
@@ -111,6 +132,56 @@ def fit_softmax_probe(
     bias = b_np - (mean / std) @ w_np
     log.info("probe fitted: l2=%g after %d L-BFGS iterations (hold-out accuracies %s)", best, iterations, scores)
     return SoftmaxProbe(weight, bias, best, iterations, scores)
+
+
+@dataclass
+class ProbeSet:
+    """Several probes on the same representations: ``logits[h] = X @ weight[h] + bias[h]``."""
+
+    weight: np.ndarray  # (H, D, C)
+    bias: np.ndarray  # (H, C)
+    l2: float
+    iterations: int
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """(N, H) predicted classes."""
+        logits = np.einsum("nd,hdc->nhc", np.asarray(X, dtype=np.float64), self.weight) + self.bias
+        return logits.argmax(axis=2)
+
+
+def random_labels(n: int, n_classes: int, seeds: Sequence[int]) -> np.ndarray:
+    """(n, len(seeds)) labels, column ``k`` uniform on ``0..n_classes-1`` from ``default_rng(seeds[k])``."""
+    return np.stack([np.random.default_rng(seed).integers(0, n_classes, n) for seed in seeds], axis=1)
+
+
+def fit_softmax_probes(
+    X: np.ndarray,
+    Y: np.ndarray,
+    n_classes: int,
+    l2: float,
+    max_iter: int = 500,
+    device: torch.device | str = "cpu",
+) -> ProbeSet:
+    """Fit one probe per column of ``Y`` (N, H) on the same ``X`` as one multi-head problem.
+
+    Same model, standardisation and penalty as :func:`fit_softmax_probe` with ``l2_grid=[l2]``
+    (no hold-out search); the summed loss keeps the heads separate, so each head equals its own
+    fit up to the optimiser's tolerance.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.int64)
+    if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
+    if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}")
+    mean, std = _standardise(X)
+    Z = torch.from_numpy((X - mean) / std).to(device)
+    w, b, iterations = _lbfgs_logistic(Z, torch.from_numpy(Y).to(device), n_classes, float(l2), max_iter)
+    w_np, b_np = w.cpu().numpy(), b.cpu().numpy()
+    weight = w_np / std[None, :, None]
+    bias = b_np - np.einsum("d,hdc->hc", mean / std, w_np)
+    log.info("%d probes fitted jointly: l2=%g after %d L-BFGS iterations", Y.shape[1], l2, iterations)
+    return ProbeSet(weight, bias, float(l2), iterations)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ traceback; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +29,11 @@ def configure_logging(log_path: str | None) -> logging.Logger:
     return logging.getLogger("affine_homotopy.job")
 
 
-def run(snakemake: Any, main: Callable[[Any], None]) -> None:
+def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> None:
+    """Run a job's ``main``; compute jobs (``offline``) never touch the Hugging Face hub."""
+    if offline:  # before transformers/datasets are imported: they read these at import time
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["HF_DATASETS_OFFLINE"] = "1"
     log_path = snakemake.log[0] if len(snakemake.log) else None
     log = configure_logging(log_path)
     started = time.monotonic()

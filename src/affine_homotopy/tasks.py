@@ -162,8 +162,11 @@ def load_glue_hub(glue_task: str, split: str) -> pd.DataFrame:
     return frame.astype({"label": "int64"})
 
 
-def load_task_split(name: str, spec: Mapping[str, Any], split: str) -> pd.DataFrame:
-    """The standardised frame of one split of a configured task (``n_train``/``n_dev`` applied)."""
+def load_task_split(name: str, spec: Mapping[str, Any], split: str, staged: str | Path | None = None) -> pd.DataFrame:
+    """The standardised frame of one split of a configured task (``n_train``/``n_dev`` applied).
+
+    ``staged``: folder where the download stage put a ``glue`` task (read instead of the hub).
+    """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     source = spec["source"]
@@ -177,6 +180,10 @@ def load_task_split(name: str, spec: Mapping[str, Any], split: str) -> pd.DataFr
         frame = train if split == "train" else dev
     elif source == "glue_dir":
         frame = read_glue_tsv(glue_dir_files(spec["path"], spec["glue_task"])[split], spec["glue_task"])
+    elif source == "glue" and staged is not None:
+        from .staging import staged_task_file
+
+        frame = pd.read_parquet(staged_task_file(name, staged, split))
     elif source == "glue":
         frame = load_glue_hub(spec["glue_task"], split)
     else:  # the schema rejects other sources before this point

@@ -47,6 +47,16 @@ def embeddings(encoder, task, split):
     return f"{RESULTS}/embeddings/{encoder}/{task}/{split}.npy"
 
 
+def staged_model_input(wildcards):
+    spec = config["encoders"][wildcards.encoder]
+    return [f"resources/models/{wildcards.encoder}/STAGED.json"] if spec["source"] == "hf" else []
+
+
+def staged_task_input(wildcards):
+    spec = config["tasks"][wildcards.task]
+    return [f"resources/data/{wildcards.task}/STAGED.json"] if spec["source"] == "glue" else []
+
+
 def base_embeddings(wildcards):
     base = config["encoders"][wildcards.encoder]["base"]
     return {split: embeddings(base, wildcards.task, split) for split in SPLITS}
@@ -70,10 +80,52 @@ def all_targets():
         targets += matrix_files("intrinsic", measure)
     targets += matrix_files("extrinsic", "d_psi")
     targets += [f"{RESULTS}/tables/correlation.{ext}" for ext in ("csv", "md")]
+    targets.append(f"{RESULTS}/provenance.json")
     targets += [f"{RESULTS}/figures/{fig}.{ext}" for fig in FIGURES for ext in ("png", "pdf")]
     return targets
 
 
 FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic"]
+# Extrinsic matrices (files extrinsic/<task>/layer<L>/<name>.csv) that the analysis correlates.
+EXTRINSIC_MEASURES = ["d_psi"]
 # The pairwise engines ask for a GPU only when the config lets them use one (device: auto or cuda).
 PAIRWISE_GPU = 0 if config["device"] == "cpu" else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Resources (mem_mb, runtime, disk_mb) estimated from the config; they grow with each retry.
+from affine_homotopy.resources import (
+    embed_resources,
+    encoder_width,
+    pairwise_resources,
+    study_estimate,
+    task_size,
+)
+
+TASK_SIZES = {(t, s): task_size(config["tasks"][t], s) for t in TASKS for s in SPLITS}
+WIDTHS = {e: encoder_width(e, config["encoders"]) for e in ENCODERS}
+
+
+def embed_resource(key):
+    def estimate(wildcards, attempt):
+        n = TASK_SIZES[(wildcards.task, wildcards.split)]
+        return embed_resources(n, WIDTHS[wildcards.encoder], len(LAYERS), attempt)[key]
+
+    return estimate
+
+
+def pairwise_resource(key):
+    def estimate(wildcards, attempt):
+        n = TASK_SIZES[(wildcards.task, "train")]
+        block = config["intrinsic"]["block_mb"]
+        return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt)[key]
+
+    return estimate
+
+
+if workflow.is_main_process:
+    _estimate = study_estimate(config)
+    logger.info(
+        f"Estimate for run '{RUN}': embeddings need {_estimate['embeddings_disk_mb'] / 1024:.2f} GB "
+        f"of disk; the largest job needs about {_estimate['largest_job_mem_mb'] / 1024:.1f} GB of memory."
+    )

@@ -2,11 +2,18 @@
 
 
 rule prepare_task:
+    input:
+        staged=staged_task_input,
     output:
         table=f"{RESULTS}/data/{{task}}/{{split}}.parquet",
         meta=f"{RESULTS}/data/{{task}}/{{split}}.json",
     params:
         spec=lambda wildcards: config["tasks"][wildcards.task],
+        staged=lambda wildcards: (
+            f"resources/data/{wildcards.task}"
+            if config["tasks"][wildcards.task]["source"] == "glue"
+            else None
+        ),
     log:
         f"{RESULTS}/logs/prepare_task/{{task}}_{{split}}.log",
     conda:

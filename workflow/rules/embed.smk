@@ -5,6 +5,7 @@
 rule embed:
     input:
         table=f"{RESULTS}/data/{{task}}/{{split}}.parquet",
+        staged=staged_model_input,
     output:
         array=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.npy",
         meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.json",
@@ -12,11 +13,20 @@ rule embed:
         encoder=_alternatives(MODEL_ENCODERS),
     params:
         spec=lambda wildcards: config["encoders"][wildcards.encoder],
+        staged=lambda wildcards: (
+            f"resources/models/{wildcards.encoder}"
+            if config["encoders"][wildcards.encoder]["source"] == "hf"
+            else None
+        ),
         layers=LAYERS,
         embedding=config["embedding"],
         device=config["device"],
+    threads: 2
     resources:
         gpu=1,
+        mem_mb=embed_resource("mem_mb"),
+        runtime=embed_resource("runtime"),
+        disk_mb=embed_resource("disk_mb"),
     log:
         f"{RESULTS}/logs/embed/{{encoder}}_{{task}}_{{split}}.log",
     conda:
@@ -38,6 +48,15 @@ rule derive:
     params:
         spec=lambda wildcards: config["encoders"][wildcards.encoder],
         multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
+        storage_dtype=config["embedding"]["storage_dtype"],
+    resources:
+        mem_mb=lambda wildcards, attempt: embed_resources(
+            TASK_SIZES[(wildcards.task, "train")] + TASK_SIZES[(wildcards.task, "dev")],
+            WIDTHS[wildcards.encoder],
+            2 * len(LAYERS),
+            attempt,
+        )["mem_mb"],
+        runtime=lambda wildcards, attempt: 10 * attempt,
     log:
         f"{RESULTS}/logs/derive/{{encoder}}_{{task}}.log",
     conda:

@@ -34,8 +34,12 @@ rule intrinsic:
         measures=INTRINSIC_MEASURES,
         settings=config["intrinsic"],
         device=config["device"],
+    threads: 2
     resources:
         gpu=PAIRWISE_GPU,
+        mem_mb=pairwise_resource("mem_mb"),
+        runtime=pairwise_resource("runtime"),
+        disk_mb=pairwise_resource("disk_mb"),
     log:
         f"{RESULTS}/logs/intrinsic/{{task}}_layer{{layer}}.log",
     conda:

@@ -22,7 +22,7 @@ def main(snakemake):
         check_finite(array, layers, name, task, split)
         meta = {key: base_meta[key] for key in ("task", "layers", "pooling", "max_length", "revision")}
         meta.update(encoder=name, split=split, source=spec, base=spec["base"], details=details)
-        write_embeddings(snakemake.output[split], array, meta)
+        write_embeddings(snakemake.output[split], array, meta, snakemake.params.storage_dtype)
 
 
 run(snakemake, main)

@@ -18,7 +18,7 @@ def main(snakemake):
     torch.set_num_threads(max(1, snakemake.threads))
     device = select_device(snakemake.params.device, snakemake.resources.get("gpu", 0))
     logging.info("encoder %s on %s", encoder_name, device)
-    encoder = load_encoder(encoder_name, snakemake.params.spec, device)
+    encoder = load_encoder(encoder_name, snakemake.params.spec, device, snakemake.params.staged)
     frame = pd.read_parquet(snakemake.input.table)
     texts_b = None if frame["text_b"].isna().all() else frame["text_b"].tolist()
     array = embed_texts(
@@ -41,6 +41,7 @@ def main(snakemake):
             "depth": encoder.depth,
             "device": str(device),
         },
+        settings["storage_dtype"],
     )
 
 

@@ -10,7 +10,7 @@ from affine_homotopy.tasks import load_task_split, task_info
 def main(snakemake):
     task, split = snakemake.wildcards.task, snakemake.wildcards.split
     spec = snakemake.params.spec
-    frame = load_task_split(task, spec, split)
+    frame = load_task_split(task, spec, split, snakemake.params.staged)
     info = task_info(task, spec)
     counts = frame["label"].value_counts().sort_index()
     logging.info("task %s, split %s: %d examples, labels %s", task, split, len(frame), counts.to_dict())

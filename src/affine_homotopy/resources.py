@@ -1,0 +1,97 @@
+"""Resource estimates per job, from the config alone (no data needs to exist yet).
+
+Snakemake rules call these through small input-function-style lambdas, so that a cluster gets
+sensible ``mem_mb``/``runtime``/``disk_mb`` requests, and every estimate grows linearly with the
+retry ``attempt``. Sizes that the config does not fix are taken from what is known about the
+source: GLUE split sizes for ``glue`` tasks, the line count of a ``glue_dir`` file, a model's
+``config.json`` for local models, and BERT-base's width (768) and depth (12) for hub models that are
+not downloaded yet. The numbers are deliberately generous upper estimates, not measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .config import base_encoder, local_model_dir
+from .tasks import glue_dir_files
+
+GLUE_SIZES = {  # (train, dev) examples of nyu-mll/glue; MNLI dev = validation_matched
+    "sst2": (67_349, 872), "mrpc": (3_668, 408), "rte": (2_490, 277),
+    "cola": (8_551, 1_043), "mnli": (392_702, 9_815), "qqp": (363_846, 40_430),
+}
+DEFAULT_WIDTH = 768
+DEFAULT_PARAMETERS = 125_000_000  # roughly BERT/RoBERTa-base
+MB = 2**20
+
+
+def task_size(spec: Mapping[str, Any], split: str) -> int:
+    """Number of examples of a task split as the workflow will use it."""
+    cap = spec.get("n_train") if split == "train" else spec.get("n_dev")
+    if spec["source"] == "synthetic":
+        return int(cap)
+    if spec["source"] == "glue_dir":
+        path = glue_dir_files(spec["path"], spec["glue_task"])[split]
+        with open(path, "rb") as handle:
+            lines = sum(1 for _ in handle) - 1  # header (CoLA has none: one line too few, harmless)
+        full = max(lines, 1)
+    else:
+        full = GLUE_SIZES[spec["glue_task"]][0 if split == "train" else 1]
+    return min(full, int(cap)) if cap else full
+
+
+def encoder_width(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> int:
+    root = base_encoder(name, encoders)
+    folder = local_model_dir(root, encoders[root])
+    if folder is None:
+        return DEFAULT_WIDTH
+    with open(Path(folder) / "config.json") as handle:
+        return int(json.load(handle).get("hidden_size", DEFAULT_WIDTH))
+
+
+def _scaled(value: float, attempt: int) -> int:
+    return int(math.ceil(value * max(1, attempt)))
+
+
+def embed_resources(n: int, width: int, n_layers: int, attempt: int = 1) -> dict[str, int]:
+    array_mb = n * width * n_layers * 4 / MB
+    return {
+        "mem_mb": _scaled(3000 + 4 * DEFAULT_PARAMETERS / MB + 2 * array_mb, attempt),
+        # CPU throughput of a base model at 128 tokens is ~20 examples/s/core; GPUs are far faster.
+        "runtime": _scaled(10 + n / 20 / 60, attempt),
+        "disk_mb": _scaled(array_mb + 10, 1),
+    }
+
+
+def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int = 8, attempt: int = 1) -> dict[str, int]:
+    """Intrinsic/extrinsic all-pairs jobs: every encoder's factors (N x D, twice) stay in memory."""
+    k = len(widths)
+    factors_mb = sum(3 * n * d * itemsize for d in widths) / MB
+    inputs_mb = sum(n * d * 4 for d in widths) / MB
+    return {
+        "mem_mb": _scaled(2000 + factors_mb + inputs_mb + 2 * block_mb, attempt),
+        # ~40 Lawson iterations of 6 N D^2 flops per ordered pair at ~20 GFLOP/s on a few cores
+        "runtime": _scaled(10 + k * (k - 1) * 40 * 6 * n * max(widths) ** 2 / 20e9 / 60, attempt),
+        "disk_mb": _scaled(k * k * n * 4 / MB + 20 * k * k * 20 / MB + 10, 1),
+    }
+
+
+def study_estimate(config: Mapping[str, Any]) -> dict[str, float]:
+    """Disk for all embeddings and the largest single job's memory, in MB, from the config."""
+    encoders = config["encoders"]
+    n_layers = len(config["layers"])
+    widths = {name: encoder_width(name, encoders) for name in encoders}
+    disk = 0.0
+    largest = 0.0
+    bytes_per_value = 2 if config["embedding"].get("storage_dtype") == "float16" else 4
+    for spec in config["tasks"].values():
+        n_train, n_dev = task_size(spec, "train"), task_size(spec, "dev")
+        disk += sum((n_train + n_dev) * n_layers * d * bytes_per_value for d in widths.values()) / MB
+        pair = pairwise_resources(n_train, list(widths.values()), config["intrinsic"]["block_mb"])
+        largest = max(largest, pair["mem_mb"])
+        for d in widths.values():
+            largest = max(largest, embed_resources(n_train, d, n_layers)["mem_mb"])
+    return {"embeddings_disk_mb": disk, "largest_job_mem_mb": largest}

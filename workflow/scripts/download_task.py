@@ -1,0 +1,13 @@
+"""Stage both splits of one GLUE task into resources/data/."""
+
+from pathlib import Path
+
+from affine_homotopy.runner import run
+from affine_homotopy.staging import stage_task
+
+
+def main(snakemake):
+    stage_task(snakemake.wildcards.task, snakemake.params.spec, Path(snakemake.output.marker).parent)
+
+
+run(snakemake, main, offline=False)
