@@ -91,3 +91,20 @@ def test_blocking_does_not_change_results() -> None:
     whole, _ = pairwise_affine_ls(reps, block_mb=1024)
     blocked, _ = pairwise_affine_ls(reps, block_mb=1)  # forces one target per block
     np.testing.assert_allclose(blocked, whole, rtol=1e-12)
+
+
+def test_float32_iterations_still_certify_the_float64_interval() -> None:
+    """Iterating in float32 and certifying in float64 brackets the same optimum as float64 throughout."""
+    import torch
+
+    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
+
+    rng = np.random.default_rng(7)
+    reps = [rng.standard_normal((300, 12)), np.tanh(rng.standard_normal((300, 12)) @ rng.standard_normal((12, 9)))]
+    exact = pairwise_intrinsic(reps, settings=SolverSettings(tol=1e-6, max_iter=3000)).matrices
+    mixed = pairwise_intrinsic(reps, settings=SolverSettings(tol=1e-3, iterate_dtype=torch.float32)).matrices
+    for i, j in ((0, 1), (1, 0)):
+        assert mixed["d_aff_lower"][i, j] <= exact["d_aff"][i, j] * (1 + 1e-9)
+        assert mixed["d_aff"][i, j] >= exact["d_aff_lower"][i, j] * (1 - 1e-9)
+        assert mixed["d_aff"][i, j] - mixed["d_aff_lower"][i, j] <= 2e-3 * mixed["d_aff"][i, j]
+        assert mixed["d_aff_ls"][i, j] == pytest.approx(exact["d_aff_ls"][i, j], rel=1e-10)

@@ -117,3 +117,18 @@ def test_vector_permutation_test() -> None:
     a = np.arange(8.0)
     rho, p = stats.permutation_test_vectors(a, a**2, n_permutations=100_000)
     assert rho == pytest.approx(1.0) and p == pytest.approx(2 / 40320)  # exact, two-sided: identity and reversal
+
+
+@pytest.mark.parametrize("method", ["spearman", "pearson"])
+def test_bootstrap_weights_equal_materialised_resamples(method: str) -> None:
+    """The weighted form equals resampling encoders and recomputing on the resampled matrix."""
+    rng = np.random.default_rng(8)
+    x, y = random_matrix(rng, 7), np.round(random_matrix(rng, 7), 1)  # ties in y
+    fast = stats.bootstrap_distribution(x, y, method, n_bootstrap=50, seed=3)
+    draws = np.random.default_rng(3).integers(0, 7, size=(50, 7))
+    test = sps.spearmanr if method == "spearman" else sps.pearsonr
+    for value, d in zip(fast, draws):
+        keep = d[:, None] != d[None, :]
+        a, b = x[np.ix_(d, d)][keep], y[np.ix_(d, d)][keep]
+        expected = test(a, b)[0] if len(set(d)) >= 3 else np.nan
+        assert value == pytest.approx(expected, abs=1e-10, nan_ok=True)

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from affine_homotopy import analysis
+
 from .conftest import REPO
 
 pytestmark = pytest.mark.workflow
@@ -69,6 +71,8 @@ def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
     assert counts["embed"] == 27 * 6 * 2  # (encoder, task, split)
     assert counts["intrinsic"] == counts["extrinsic"] == 6 * 4  # (task, layer)
     assert counts["probe"] == 27 * 6
+    assert counts["download_model"] == 27 and counts["download_task"] == 6  # staging, on the submit host
+    assert counts["rank_deficiency"] == 6 and counts["correlate"] == counts["paper_comparison"] == 1
     assert "results/paper/" in paper and "results/demo/" not in paper  # the demo config is replaced
 
 
@@ -118,9 +122,30 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
                 with np.load(results / "probes" / task / "weights" / name / f"layer{layer}.npz") as weights:
                     assert weights["weight"].shape == (dims[name], 2) and weights["bias"].shape == (2,)
     correlation = pd.read_csv(results / "tables" / "correlation.csv")
-    assert len(correlation) == len(config["tasks"]) * len(layers)
-    assert (correlation["n_pairs"] == 4 * 3).all()
-    for figure in ("asymmetry_grid", "extrinsic_vs_intrinsic"):
+    assert "d_psi" in set(correlation["extrinsic"])
+    n_measures, n_extrinsic = correlation["intrinsic"].nunique(), correlation["extrinsic"].nunique()
+    assert n_measures == 10 and len(correlation) == len(config["tasks"]) * len(layers) * n_measures * n_extrinsic * 2
+    assert (correlation["n_pairs"] == 4 * 3).all() and correlation["exact"].all()  # 4! < 10,000: exact
+    assert (correlation["n_permutations"] == 24).all() and correlation["p_permutation"].between(0, 1).all()
+    assert correlation["p_classical"].notna().any() and correlation["ci_low"].notna().any()
+    table1 = analysis.parse_markdown_table((results / "tables" / "correlation.md").read_text())
+    assert list(table1.columns[:3]) == ["task", "extrinsic", "stat"] and len(table1) == 2 * n_extrinsic * 2
+    assert r"\begin{tabular}" in (results / "tables" / "correlation.tex").read_text()
+    comparison = analysis.parse_markdown_table((results / "paper_comparison.md").read_text())
+    assert "paper" not in comparison.columns and len(comparison) == 2 * n_measures * n_extrinsic * 2
+    fits = pd.read_csv(results / "tables" / "figure2_fits.csv")
+    assert len(fits) == 2 * n_extrinsic and fits["slope_se"].notna().all()
+    ranks = pd.read_csv(results / "tables" / "rank_analysis.csv")
+    assert len(ranks) == 2 * len(layers) * 2 and set(ranks["direction"]) == {"to", "from"}
+    ranking = pd.read_csv(results / "tables" / "preorder_ranking.csv")
+    assert len(ranking) == 2 * len(layers) * len(names)
+    edges = pd.read_csv(results / "tables" / "preorder_edges.csv")
+    assert ((edges["mapped_from"] == "tiny_b") & (edges["mapped_to"] == "tiny_b_affine")).any()
+    for task in config["tasks"]:
+        levels = pd.read_csv(results / "rank_deficiency" / f"{task}.csv")
+        assert len(levels) == 25 and (levels["n_pairs"] == 2).all()  # 2 model encoders, ordered pairs
+    for figure in ("asymmetry_grid", "extrinsic_vs_intrinsic", "rank_vs_distance", "layer_trend", "preorder",
+                   "rank_deficiency"):
         for ext in ("png", "pdf"):
             assert (results / "figures" / f"{figure}.{ext}").stat().st_size > 1000
 
@@ -154,6 +179,15 @@ def test_rerun_has_nothing_to_do(tiny_run) -> None:
     workdir = results.parent.parent
     result = snakemake("-n", "--configfile", str(workdir / "tiny.yaml"), workdir=workdir)
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_forcing_the_figures_recomputes_nothing_upstream(tiny_run) -> None:
+    results, _ = tiny_run
+    workdir = results.parent.parent
+    figures = ["figure_asymmetry_grid", "figure_extrinsic_vs_intrinsic", "figure_layer_trend",
+               "figure_rank_deficiency", "rank_analysis", "preorder"]
+    result = snakemake("-n", "--configfile", str(workdir / "tiny.yaml"), "--forcerun", *figures, workdir=workdir)
+    assert set(job_counts(result.stdout)) <= {*figures, "all", "total"}
 
 
 def test_failing_jobs_leave_no_output(tmp_path: Path, tiny_models) -> None:

@@ -89,6 +89,7 @@ class SolverSettings:
     device: torch.device | str = "cpu"
     measures: tuple[str, ...] = MEASURES
     keep_weights: bool = False  # return the weights of each d_aff map (to rebuild it: affine_map)
+    iterate_dtype: torch.dtype | None = None  # e.g. float32: faster iterations, bounds certified in dtype
 
 
 @dataclass
@@ -143,9 +144,36 @@ class MinimaxResult:
     weights: torch.Tensor  # (B, N) the weights whose weighted least-squares fit is the best map
 
 
+def _weighted_fit(
+    design: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weighted least squares of each target on the design; returns (coef (b, p, q), residual norms (b, N)).
+
+    ``rows`` restricts the fit to rows that carry weight (all rows still get a residual).
+    """
+    sub_design = design if rows is None else design[rows]
+    sub_targets = targets if rows is None else targets[:, rows]
+    sub_weights = weights if rows is None else weights[:, rows]
+    weighted = sub_design.unsqueeze(0) * sub_weights.unsqueeze(2)  # (b, m, p)
+    gram = weighted.transpose(1, 2) @ sub_design  # (b, p, p)
+    rhs = weighted.transpose(1, 2) @ sub_targets  # (b, p, q)
+    del weighted
+    # a tiny ridge keeps the Cholesky alive when the weight sits on fewer than p rows
+    eye = torch.eye(design.shape[1], dtype=design.dtype, device=design.device)
+    scale = gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None]
+    ridge = 1e-13 if design.dtype == torch.float64 else 1e-6
+    factor, info = torch.linalg.cholesky_ex(gram + ridge * scale * eye)
+    if bool((info > 0).any()):
+        factor = torch.linalg.cholesky(gram + 1e4 * ridge * scale * eye)
+    coef = torch.cholesky_solve(rhs, factor)
+    residual = torch.linalg.vector_norm(targets - design @ coef, dim=2)
+    return coef, residual
+
+
 def minimax_fit(
     design: torch.Tensor, targets: torch.Tensor, atol: torch.Tensor, tol: float = 1e-3,
-    max_iter: int = 1000, power: float = 1.0, prune: float = 1e-10,
+    max_iter: int = 1000, power: float = 1.0, prune: float = 1e-10, iterate_dtype: torch.dtype | None = None,
+    orthonormal: bool = False,
 ) -> MinimaxResult:
     """``min_C max_n ||targets[b, n] - design[n] @ C||_2`` for a batch of targets sharing a design.
 
@@ -156,58 +184,70 @@ def minimax_fit(
     problems but can stall on a wrong support. Rows whose weight falls below ``prune`` times the
     largest are set to weight 0 and left out of the weighted fits (any simplex weights give a valid
     lower bound); every row still enters the upper bound.
+
+    ``iterate_dtype`` (e.g. float32, twice as fast on CPUs) runs the iterations in that precision;
+    the reported bounds are then recomputed in the design's precision from the iterations' best
+    weights, so they stay certified. ``orthonormal``: the design's columns are orthonormal, so the
+    first (uniform-weight) step is a plain projection and needs no Gram matrix.
     """
+    exact_design, exact_targets = design, targets
+    if iterate_dtype is not None and iterate_dtype != design.dtype:
+        design, targets = design.to(iterate_dtype), targets.to(iterate_dtype)
     batch, n, _ = targets.shape
-    p = design.shape[1]
     weights = torch.full((batch, n), 1.0 / n, dtype=design.dtype, device=design.device)
     upper = torch.full((batch,), math.inf, dtype=design.dtype, device=design.device)
     lower = torch.zeros_like(upper)
     least_squares = torch.zeros_like(upper)
-    coef_best = targets.new_zeros((batch, p, targets.shape[2]))
-    weights_best = weights.clone()
+    coef_best = targets.new_zeros((batch, design.shape[1], targets.shape[2]))
+    weights_best = weights.clone()  # the weights whose fit attains `upper`
+    weights_lower = weights.clone()  # the weights that attain `lower`
     iterations = torch.zeros(batch, dtype=torch.long, device=design.device)
     active = torch.arange(batch, device=design.device)
-    eye = torch.eye(p, dtype=design.dtype, device=design.device)
     rows = torch.arange(n, device=design.device)  # rows carrying weight in any active pair
     for step in range(1, max_iter + 1):
-        w = weights[active][:, rows]
-        sub_design = design[rows]
-        sub_targets = targets[active][:, rows]
-        weighted = sub_design.unsqueeze(0) * w.unsqueeze(2)  # (b, m, p)
-        gram = weighted.transpose(1, 2) @ sub_design  # (b, p, p)
-        rhs = weighted.transpose(1, 2) @ sub_targets  # (b, p, q)
-        del weighted
-        # a tiny ridge keeps the Cholesky alive when the weight sits on fewer than p rows
-        scale = gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None]
-        factor, info = torch.linalg.cholesky_ex(gram + 1e-13 * scale * eye)
-        if bool((info > 0).any()):
-            factor = torch.linalg.cholesky(gram + 1e-9 * scale * eye)
-        coef = torch.cholesky_solve(rhs, factor)
-        residual = torch.linalg.vector_norm(targets[active] - design @ coef, dim=2)  # (b, N): all rows
+        w = weights[active]
+        if step == 1 and orthonormal:
+            coef = design.T @ targets  # least squares on orthonormal columns: a projection
+            residual = torch.linalg.vector_norm(targets - design @ coef, dim=2)
+        else:
+            coef, residual = _weighted_fit(design, targets[active], w, None if len(rows) == n else rows)
         step_upper = residual.max(dim=1).values
-        sub_residual = residual[:, rows]
-        step_lower = torch.sqrt((w * sub_residual**2).sum(dim=1))
+        step_lower = torch.sqrt((w * residual**2).sum(dim=1))
         if step == 1:
             least_squares[active] = step_upper
         better = step_upper < upper[active]
         coef_best[active[better]] = coef[better]
-        weights_best[active[better]] = weights[active[better]]
+        weights_best[active[better]] = w[better]
+        higher = step_lower > lower[active]
+        weights_lower[active[higher]] = w[higher]
         upper[active] = torch.minimum(upper[active], step_upper)
         lower[active] = torch.maximum(lower[active], step_lower)
         iterations[active] = step
-        done = (upper[active] - lower[active]) <= tol * upper[active] + atol[active]
-        new_w = w * sub_residual**power
+        done = (upper[active] - lower[active]) <= tol * upper[active] + atol[active].to(design.dtype)
+        new_w = w * residual**power
         new_w = torch.where(new_w >= prune * new_w.max(dim=1, keepdim=True).values, new_w, 0.0)
         total = new_w.sum(dim=1, keepdim=True)
-        new_w = torch.where(total > 0, new_w / total.clamp(min=torch.finfo(design.dtype).tiny), w)
-        full = torch.zeros((len(active), n), dtype=design.dtype, device=design.device)
-        full[:, rows] = new_w
-        weights[active] = full
+        weights[active] = torch.where(total > 0, new_w / total.clamp(min=torch.finfo(design.dtype).tiny), w)
         active = active[~done]
         if active.numel() == 0:
             break
         rows = torch.nonzero((weights[active] > 0).any(dim=0)).squeeze(1)
-    return MinimaxResult(upper, torch.minimum(lower, upper), least_squares, coef_best, iterations, weights_best)
+    if design is exact_design:
+        return MinimaxResult(upper, torch.minimum(lower, upper), least_squares, coef_best, iterations, weights_best)
+    # certify in full precision: the best map, the best lower-bound weights, and least squares
+    uniform = torch.full_like(weights_best, 1.0 / n, dtype=exact_design.dtype)
+    coef_ls, residual_ls = _weighted_fit(exact_design, exact_targets, uniform)
+    coef_up, residual_up = _weighted_fit(exact_design, exact_targets, weights_best.to(exact_design.dtype))
+    w_low = weights_lower.to(exact_design.dtype)
+    _, residual_low = _weighted_fit(exact_design, exact_targets, w_low)
+    ls_value, up_value = residual_ls.max(dim=1).values, residual_up.max(dim=1).values
+    use_ls = ls_value < up_value
+    upper_exact = torch.where(use_ls, ls_value, up_value)
+    coef_exact = torch.where(use_ls[:, None, None], coef_ls, coef_up)
+    weights_exact = torch.where(use_ls[:, None], uniform, weights_best.to(exact_design.dtype))
+    lower_exact = torch.sqrt((w_low * residual_low**2).sum(dim=1))
+    return MinimaxResult(upper_exact, torch.minimum(lower_exact, upper_exact), ls_value, coef_exact, iterations,
+                         weights_exact)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +363,8 @@ def pairwise_intrinsic(
                 targets = _pad_columns([factors[j].Q * factors[j].s for j in block])
                 atol = torch.tensor([10 * FLOAT32_EPS * factors[j].row_norm_max for j in block],
                                     dtype=settings.dtype, device=design.device)
-                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power)
+                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power,
+                                     iterate_dtype=settings.iterate_dtype, orthonormal=True)
                 matrices["d_aff"][i, block] = result.upper.cpu().numpy()
                 matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
                 matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
@@ -345,7 +386,8 @@ def pairwise_intrinsic(
                 targets = _pad_columns([factors[j].Q_raw * factors[j].s_raw for j in block])
                 atol = torch.tensor([10 * FLOAT32_EPS * factors[j].raw_row_norm_max for j in block],
                                     dtype=settings.dtype, device=design.device)
-                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power)
+                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power,
+                                     iterate_dtype=settings.iterate_dtype, orthonormal=True)
                 matrices["d_lin"][i, block] = result.upper.cpu().numpy()
                 matrices["d_lin_lower"][i, block] = result.lower.cpu().numpy()
         timer["d_lin"] += time.monotonic() - tick

@@ -72,12 +72,16 @@ def short_labels(names: Sequence[str], width: int = 8) -> list[str]:
 
 
 def _strip_heatmap(fig: plt.Figure, spec, matrix: np.ndarray, labels: Sequence[str], vmin: float, vmax: float,
-                   title: str, show_ylabels: bool, xlabel: str = "mapped to (j)", ylabel: str = "mapped from (i)"):
-    """Heat map with a column-median strip below and a row-median strip to the right (diagonal excluded)."""
+                   title: str, show_ylabels: bool, xlabel: str = "mapped to (j)", ylabel: str = "mapped from (i)",
+                   exclude_diagonal: bool = True):
+    """Heat map with a column-median strip below and a row-median strip to the right.
+
+    ``exclude_diagonal``: the medians skip cell (i, i) (an encoder mapped onto itself).
+    """
     k = len(matrix)
     inner = spec.subgridspec(2, 2, width_ratios=[k, 1.2], height_ratios=[k, 1.2], wspace=0.06, hspace=0.06)
     ax = fig.add_subplot(inner[0, 0])
-    off = np.where(np.eye(k, dtype=bool), np.nan, matrix)
+    off = np.where(np.eye(k, dtype=bool), np.nan, matrix) if exclude_diagonal else matrix
     image = ax.imshow(matrix, cmap=CMAP, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     ax.set_title(title)
     ax.set_xticks(range(k), [])
@@ -309,7 +313,8 @@ def rank_deficiency_grids(frames: Mapping[str, pd.DataFrame], tasks: Sequence[st
             ranks = frame.drop_duplicates("level_from").set_index("level_from")["rank_from"].loc[levels]
             labels = [f"{int(100 * lv)}% ({int(rk)})" for lv, rk in zip(levels, ranks)]
             _, image = _strip_heatmap(fig, outer[0, c], grid, labels, 0.0, vmax, task, show_ylabels=c == 0,
-                                      xlabel="mapped-to level (rank)", ylabel="mapped-from level (rank)")
+                                      xlabel="mapped-to level (rank)", ylabel="mapped-from level (rank)",
+                                      exclude_diagonal=False)
         fig.colorbar(image, cax=fig.add_subplot(outer[0, -1]), label="median d_aff")
         fig.suptitle(title)
     return fig

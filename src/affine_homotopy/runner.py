@@ -36,6 +36,10 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
         os.environ["HF_DATASETS_OFFLINE"] = "1"
     log_path = snakemake.log[0] if len(snakemake.log) else None
     log = configure_logging(log_path)
+    if "torch" in sys.modules:
+        # torch otherwise starts one thread per core in every job: with several jobs at once the
+        # cores are oversubscribed and everything slows down many times over.
+        sys.modules["torch"].set_num_threads(max(1, int(snakemake.threads)))
     started = time.monotonic()
     log.info("rule %s, wildcards %s", snakemake.rule, dict(snakemake.wildcards.items()))
     try:

@@ -159,38 +159,53 @@ def mantel(
     return MantelResult(observed, float(p_value), count, exact)
 
 
-def _masked_pearson(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Row-wise Pearson correlation of ``a`` and ``b`` (B, M) over the cells where ``mask`` holds."""
-    w = mask.astype(float)
-    n = w.sum(axis=1)
+def _weighted_pearson(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Row-wise Pearson correlation of ``a`` and ``b`` (B, M) with non-negative weights ``w`` (B, M)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        ma = (a * w).sum(axis=1) / n
-        mb = (b * w).sum(axis=1) / n
-        da, db = (a - ma[:, None]) * w, (b - mb[:, None]) * w
-        return (da * db).sum(axis=1) / np.sqrt((da**2).sum(axis=1) * (db**2).sum(axis=1))
+        n = w.sum(axis=1, keepdims=True)
+        da = a - (a * w).sum(axis=1, keepdims=True) / n
+        db = b - (b * w).sum(axis=1, keepdims=True) / n
+        return (w * da * db).sum(axis=1) / np.sqrt((w * da**2).sum(axis=1) * (w * db**2).sum(axis=1))
+
+
+def _weighted_ranks(values: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Average ranks (B, M) of ``values`` (M,) in samples holding value m ``w[b, m]`` times (ties averaged)."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    onehot = np.zeros((len(values), len(unique)))
+    onehot[np.arange(len(values)), inverse] = 1.0
+    group = w @ onehot  # (B, U): how many sample values fall in each tie group
+    below = np.cumsum(group, axis=1) - group
+    return (below + (group + 1.0) / 2.0)[:, inverse]
 
 
 def bootstrap_distribution(
     x: np.ndarray, y: np.ndarray, method: Method = "spearman", n_bootstrap: int = 2_000, seed: int = 0,
-    batch: int = 500,
+    batch: int = 1_000,
 ) -> np.ndarray:
-    """Statistic of ``n_bootstrap`` encoder resamples; nan where undefined (fewer than 3 distinct encoders)."""
+    """Statistic of ``n_bootstrap`` encoder resamples; nan where undefined (fewer than 3 distinct encoders).
+
+    A resample draws K encoders with replacement; encoder ``a`` drawn ``c_a`` times contributes pair
+    ``(a, b)`` (``a != b``) ``c_a * c_b`` times, so a resample is a weighting of the original ordered
+    pairs and the statistic is a weighted correlation (ranks for Spearman computed with those
+    multiplicities, ties averaged): identical to materialising the resampled matrix, without doing it.
+    """
     x, y = np.asarray(x, float), np.asarray(y, float)
     k = len(x)
+    rows, cols = np.nonzero(~np.eye(k, dtype=bool))
+    xv, yv = x[rows, cols], y[rows, cols]
     rng = np.random.default_rng(seed)
     out = np.empty(n_bootstrap)
     for start in range(0, n_bootstrap, batch):
         size = min(batch, n_bootstrap - start)
         draws = rng.integers(0, k, size=(size, k))
-        rows, cols = draws[:, :, None], draws[:, None, :]
-        mask = (rows != cols).reshape(size, -1)  # no encoder paired with itself (or its duplicate)
-        a, b = x[rows, cols].reshape(size, -1), y[rows, cols].reshape(size, -1)
-        if method == "spearman":  # excluded cells go to +inf: they rank last and leave the others' ranks alone
-            a = stats.rankdata(np.where(mask, a, np.inf), axis=1)
-            b = stats.rankdata(np.where(mask, b, np.inf), axis=1)
-        values = _masked_pearson(a, b, mask)
-        distinct = 1 + np.count_nonzero(np.diff(np.sort(draws, axis=1), axis=1), axis=1)
-        values[distinct < 3] = np.nan  # two encoders give two pair values: a correlation of +-1 by construction
+        counts = (draws[:, :, None] == np.arange(k)).sum(axis=1).astype(float)  # (B, K)
+        w = counts[:, rows] * counts[:, cols]  # (B, M): multiplicity of each ordered pair
+        if method == "spearman":
+            a, b = _weighted_ranks(xv, w), _weighted_ranks(yv, w)
+        else:
+            a, b = np.broadcast_to(xv, w.shape), np.broadcast_to(yv, w.shape)
+        values = _weighted_pearson(a, b, w)
+        values[(counts > 0).sum(axis=1) < 3] = np.nan  # two encoders give two pair values: +-1 by construction
         out[start : start + size] = values
     return out
 

@@ -79,13 +79,17 @@ def all_targets():
     for measure in INTRINSIC_MEASURES + ["rank", "d_aff_solver"]:
         targets += matrix_files("intrinsic", measure)
     targets += matrix_files("extrinsic", "d_psi")
-    targets += [f"{RESULTS}/tables/correlation.{ext}" for ext in ("csv", "md")]
+    targets += [f"{RESULTS}/tables/{name}" for name in TABLES]
+    targets += [f"{RESULTS}/paper_comparison.md"]
+    targets += [f"{RESULTS}/rank_deficiency/{t}.csv" for t in TASKS]
     targets.append(f"{RESULTS}/provenance.json")
     targets += [f"{RESULTS}/figures/{fig}.{ext}" for fig in FIGURES for ext in ("png", "pdf")]
     return targets
 
 
-FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic"]
+FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic", "rank_vs_distance", "layer_trend", "preorder", "rank_deficiency"]
+TABLES = ["correlation.csv", "correlation.md", "correlation.tex", "figure2_fits.csv", "encoder_ranks.csv",
+          "rank_analysis.csv", "preorder_edges.csv", "preorder_ranking.csv"]
 # Extrinsic matrices (files extrinsic/<task>/layer<L>/<name>.csv) that the analysis correlates.
 EXTRINSIC_MEASURES = ["d_psi"]
 # The pairwise engines ask for a GPU only when the config lets them use one (device: auto or cuda).
@@ -129,3 +133,9 @@ if workflow.is_main_process:
         f"Estimate for run '{RUN}': embeddings need {_estimate['embeddings_disk_mb'] / 1024:.2f} GB "
         f"of disk; the largest job needs about {_estimate['largest_job_mem_mb'] / 1024:.1f} GB of memory."
     )
+
+
+def rank_deficiency_embeddings(wildcards):
+    """Fit-split embeddings of the rank-deficiency (Figure 3) group for one task."""
+    group = config["analysis"]["rank_deficiency"]["group"] or MODEL_ENCODERS
+    return [embeddings(e, wildcards.task, "train") for e in group]

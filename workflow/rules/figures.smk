@@ -1,5 +1,5 @@
-# Stage 6: figures (PNG for reading, PDF for papers). They read matrices only: regenerating a
-# figure never recomputes embeddings or distances.
+# Stage 6: figures (PNG for reading, PDF for papers). They read matrices and tables only:
+# regenerating a figure (--forcerun figure_...) never recomputes embeddings or distances.
 
 
 rule figure_asymmetry_grid:
@@ -10,12 +10,13 @@ rule figure_asymmetry_grid:
             f"{RESULTS}/figures/asymmetry_grid.png",
             caption="../report/asymmetry_grid.rst",
             category="Figures",
+            subcategory="Figures 1/4: asymmetry",
         ),
         pdf=f"{RESULTS}/figures/asymmetry_grid.pdf",
     params:
         tasks=TASKS,
         layers=LAYERS,
-        run=RUN,
+        run_name=RUN,
     log:
         f"{RESULTS}/logs/figures/asymmetry_grid.log",
     conda:
@@ -26,23 +27,82 @@ rule figure_asymmetry_grid:
 
 rule figure_extrinsic_vs_intrinsic:
     input:
-        intrinsic=matrix_files("intrinsic", "d_aff"),
-        extrinsic=matrix_files("extrinsic", "d_psi"),
+        intrinsic=[f"{RESULTS}/intrinsic/{t}/layer{TABLE_LAYER}/d_aff.csv" for t in TASKS],
+        extrinsic=[
+            f"{RESULTS}/extrinsic/{t}/layer{TABLE_LAYER}/{m}.csv"
+            for t in TASKS
+            for m in EXTRINSIC_MEASURES
+        ],
     output:
         png=report(
             f"{RESULTS}/figures/extrinsic_vs_intrinsic.png",
             caption="../report/extrinsic_vs_intrinsic.rst",
             category="Figures",
+            subcategory="Figure 2: extrinsic vs intrinsic",
         ),
         pdf=f"{RESULTS}/figures/extrinsic_vs_intrinsic.pdf",
+        fits=report(
+            f"{RESULTS}/tables/figure2_fits.csv",
+            caption="../report/figure2_fits.rst",
+            category="Tables",
+            subcategory="Figure 2: extrinsic vs intrinsic",
+        ),
     params:
         tasks=TASKS,
-        layers=LAYERS,
-        group=config["analysis"]["encoder_group"],
-        run=RUN,
+        extrinsic=EXTRINSIC_MEASURES,
+        layer=TABLE_LAYER,
+        group=GROUP,
+        settings=STATS_SETTINGS,
+        run_name=RUN,
     log:
         f"{RESULTS}/logs/figures/extrinsic_vs_intrinsic.log",
     conda:
         "../../envs/plot.yaml"
     script:
         "../scripts/figure_extrinsic_vs_intrinsic.py"
+
+
+rule figure_layer_trend:
+    input:
+        f"{RESULTS}/tables/correlation.csv",
+    output:
+        png=report(
+            f"{RESULTS}/figures/layer_trend.png",
+            caption="../report/layer_trend.rst",
+            category="Figures",
+            subcategory="Layer trend",
+        ),
+        pdf=f"{RESULTS}/figures/layer_trend.pdf",
+    params:
+        tasks=TASKS,
+        extrinsic=EXTRINSIC_MEASURES,
+        run_name=RUN,
+    log:
+        f"{RESULTS}/logs/figures/layer_trend.log",
+    conda:
+        "../../envs/plot.yaml"
+    script:
+        "../scripts/figure_layer_trend.py"
+
+
+rule figure_rank_deficiency:
+    input:
+        [f"{RESULTS}/rank_deficiency/{t}.csv" for t in TASKS],
+    output:
+        png=report(
+            f"{RESULTS}/figures/rank_deficiency.png",
+            caption="../report/rank_deficiency.rst",
+            category="Figures",
+            subcategory="Rank deficiency (Figure 3)",
+        ),
+        pdf=f"{RESULTS}/figures/rank_deficiency.pdf",
+    params:
+        tasks=TASKS,
+        layer=RD_LAYER,
+        run_name=RUN,
+    log:
+        f"{RESULTS}/logs/figures/rank_deficiency.log",
+    conda:
+        "../../envs/plot.yaml"
+    script:
+        "../scripts/figure_rank_deficiency.py"

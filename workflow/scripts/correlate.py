@@ -1,27 +1,29 @@
-"""Spearman and Pearson correlations between d_aff and d_psi per (task, layer)."""
+"""Table 1: correlations of every intrinsic with every extrinsic measure, per (task, layer).
 
-import pandas as pd
+Writes the long CSV (classical p, Mantel permutation p, bootstrap CI over encoders), the Markdown
+tables in the paper's layout (one per layer, the table layer first) and the LaTeX Table 1.
+"""
 
+import logging
+
+from affine_homotopy.analysis import correlation_table, table_latex, table_markdown
 from affine_homotopy.io import read_matrix, write_csv, write_text
 from affine_homotopy.runner import run
-from affine_homotopy.stats import correlate, to_markdown
+
+log = logging.getLogger("affine_homotopy.job")
 
 
 def main(snakemake):
-    rows = []
-    for (task, layer), intrinsic_path, extrinsic_path in zip(
-        snakemake.params.task_layers, snakemake.input.intrinsic, snakemake.input.extrinsic
-    ):
-        stats = correlate(read_matrix(intrinsic_path), read_matrix(extrinsic_path), snakemake.params.group)
-        rows.append({"task": task, "layer": layer, "intrinsic": "d_aff", "extrinsic": "d_psi",
-                     "n_pairs": int(stats["n_pairs"]), "spearman_rho": stats["spearman_rho"],
-                     "spearman_p": stats["spearman_p"], "pearson_r": stats["pearson_r"],
-                     "pearson_p": stats["pearson_p"]})
-    table = pd.DataFrame(rows)
+    p = snakemake.params
+    paths = dict(zip(p.intrinsic_keys, snakemake.input.intrinsic)) | dict(zip(p.extrinsic_keys, snakemake.input.extrinsic))
+    load = lambda task, layer, measure: read_matrix(paths[(task, layer, measure)])  # noqa: E731
+    s = p.settings
+    table = correlation_table(p.tasks, p.layers, p.intrinsic, p.extrinsic, load, load, p.group, s["n_permutations"],
+                              s["n_bootstrap"], s["seed"], s["ci_level"], progress=log.info)
     write_csv(snakemake.output.csv, table)
-    note = ("\nOrdered pairs i != j; p-values are the classical ones and assume independent pairs, "
-            "which overstates significance because pairs share encoders.\n")
-    write_text(snakemake.output.markdown, "# Intrinsic vs extrinsic distance\n\n" + to_markdown(table) + note)
+    group_note = "all encoders" if p.group is None else f"encoder group of {len(p.group)}: {', '.join(p.group)}"
+    write_text(snakemake.output.markdown, table_markdown(table, p.layers, p.table_layer, p.run_name, group_note))
+    write_text(snakemake.output.latex, table_latex(table, p.table_layer, p.run_name))
 
 
 run(snakemake, main)

@@ -1,19 +1,24 @@
-"""Figure: extrinsic d_psi against intrinsic d_aff over ordered pairs, per task."""
+"""Figure 2: extrinsic against intrinsic distance per target encoder, with least-squares fits (CSV)."""
 
-from affine_homotopy.io import read_matrix
+import pandas as pd
+
+from affine_homotopy.analysis import regression_fit
+from affine_homotopy.io import read_matrix, write_csv
 from affine_homotopy.plotting import extrinsic_vs_intrinsic, save_figure
 from affine_homotopy.runner import run
 
 
 def main(snakemake):
-    tasks, layers = snakemake.params.tasks, snakemake.params.layers
-    keys = [(t, l) for t in tasks for l in layers]
-    pairs = {
-        key: (read_matrix(a), read_matrix(b))
-        for key, a, b in zip(keys, snakemake.input.intrinsic, snakemake.input.extrinsic)
-    }
-    fig = extrinsic_vs_intrinsic(pairs, tasks, layers, snakemake.params.group,
-                                 f"Extrinsic vs intrinsic distance (run {snakemake.params.run})")
+    p = snakemake.params
+    intrinsic = {t: read_matrix(path) for t, path in zip(p.tasks, snakemake.input.intrinsic)}
+    keys = [(t, e) for t in p.tasks for e in p.extrinsic]
+    pairs = {key: (intrinsic[key[0]], read_matrix(path)) for key, path in zip(keys, snakemake.input.extrinsic)}
+    s = p.settings
+    fits = pd.DataFrame([{"task": t, "layer": p.layer, "intrinsic": "d_aff", "extrinsic": e,
+                          **regression_fit(*pairs[(t, e)], p.group, s["n_permutations"], s["seed"])} for t, e in keys])
+    write_csv(snakemake.output.fits, fits)
+    fig = extrinsic_vs_intrinsic(pairs, fits, p.tasks, p.extrinsic, p.group,
+                                 f"Extrinsic vs intrinsic distance per target encoder, layer {p.layer} (run {p.run_name})")
     save_figure(fig, snakemake.output.png, snakemake.output.pdf)
 
 

@@ -1,0 +1,98 @@
+"""The tiny study through profiles/slurm on a real single-node SLURM: same results as a local run.
+
+The cluster is started by tests/slurm/cluster.sh (Debian's munge + slurm, installed if missing) and
+stopped again by PID. Skipped, with the reason, where SLURM cannot be started (not root, no
+package manager).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from .conftest import REPO
+from .test_workflow import snakemake, tiny_config, write_config
+
+pytestmark = pytest.mark.workflow
+CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
+    if os.geteuid() != 0:
+        pytest.skip("starting SLURM daemons needs root")
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        pytest.skip("SLURM is not installed and there is no apt-get to install it")
+    state = tmp_path_factory.mktemp("slurm_state")
+    env = dict(os.environ, SLURM_TEST_STATE=str(state))
+    started = subprocess.run(["bash", str(CLUSTER), "up"], env=env, capture_output=True, text=True, timeout=600)
+    if started.returncode != 0:
+        pytest.skip(f"could not start a single-node SLURM: {started.stderr[-800:]}")
+    yield state
+    subprocess.run(["bash", str(CLUSTER), "down"], env=env, capture_output=True, text=True, timeout=120)
+
+
+def small_config(tiny_models):
+    config = tiny_config(tiny_models)
+    config["tasks"] = {"sent": config["tasks"]["sent"]}
+    config["encoders"].pop("tiny_b_affine")
+    config["device"] = "cpu"
+    return config
+
+
+def test_tiny_study_through_the_slurm_profile(slurm_cluster: Path, tmp_path: Path, tiny_models) -> None:
+    config = small_config(tiny_models)
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    for folder in (local, cluster):
+        folder.mkdir()
+        write_config(folder / "tiny.yaml", config)
+    snakemake("--cores", "2", "--configfile", str(local / "tiny.yaml"), workdir=local)
+
+    submitted_after = time.time()
+    started = time.monotonic()
+    snakemake(
+        "--workflow-profile", str(REPO / "profiles" / "slurm"),
+        "--configfile", str(cluster / "tiny.yaml"),
+        "--jobs", "4",
+        # the test cluster: no account, one partition, no GPUs, no sacct (no slurmdbd)
+        "--slurm-no-account",
+        "--default-resources", "slurm_partition=debug",
+        "--set-resources", "embed:slurm_partition=debug", "embed:gpu=0",
+        "intrinsic:slurm_partition=debug", "extrinsic:slurm_partition=debug",
+        "--slurm-status-command", "squeue",
+        "--slurm-init-seconds-before-status-checks", "2",
+        "--seconds-between-status-checks", "2",
+        "--latency-wait", "5",
+        workdir=cluster,
+    )
+    duration = time.monotonic() - started
+    print(f"SLURM run took {duration:.0f} s")
+
+    # SLURM's own records: every job of this run finished COMPLETED, run from this workdir
+    records = (slurm_cluster / "jobcomp.log").read_text().splitlines()
+    ours = [r for r in records if f"WorkDir={cluster}" in r]
+    assert ours, "no SLURM job of this run in SLURM's job-completion log"
+    assert all("JobState=COMPLETED" in r for r in ours), [r for r in ours if "COMPLETED" not in r]
+    submit_times = [re.search(r"SubmitTime=(\S+)", r)[1] for r in ours]
+    assert all(time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S")) >= int(submitted_after) - 1 for t in submit_times)
+    assert len(ours) >= 5  # data, embed, derive, intrinsic, probes, ... (small jobs grouped)
+
+    # the same numbers as the local run
+    local_csvs = sorted(p.relative_to(local) for p in (local / "results").rglob("*.csv"))
+    assert local_csvs
+    for relative in local_csvs:
+        theirs = cluster / relative
+        assert theirs.is_file(), f"{relative} missing from the SLURM run"
+        a, b = pd.read_csv(local / relative), pd.read_csv(theirs)
+        assert list(a.columns) == list(b.columns)
+        numeric = a.select_dtypes("number").columns
+        np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float), rtol=1e-6, atol=1e-9,
+                                   err_msg=str(relative))
