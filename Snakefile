@@ -12,6 +12,9 @@ if not workflow.overwrite_configfiles:
     configfile: f"{workflow.basedir}/config/demo.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/download.smk"
 include: "workflow/rules/data.smk"

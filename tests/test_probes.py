@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from affine_homotopy.probes import accuracy, f1_binary, fit_softmax_probe, matthews_corrcoef, softmax
+from affine_homotopy.probes import (
+    accuracy,
+    f1_binary,
+    fit_softmax_probe,
+    fit_softmax_probes,
+    matthews_corrcoef,
+    random_labels,
+    softmax,
+)
 
 
 def blobs(seed: int, n: int = 600, d: int = 10, classes: int = 3, spread: float = 4.0):
@@ -67,3 +75,22 @@ def test_rejects_bad_labels() -> None:
     x, y = blobs(3)
     with pytest.raises(ValueError, match="labels must lie"):
         fit_softmax_probe(x, y + 5, 3)
+
+
+def test_multi_head_fit_equals_separate_fits() -> None:
+    x, _ = blobs(4, n=300, d=6, classes=3)
+    labels = random_labels(len(x), 3, range(4))
+    joint = fit_softmax_probes(x, labels, 3, l2=0.05, max_iter=1000)
+    for head in range(labels.shape[1]):
+        alone = fit_softmax_probe(x, labels[:, head], 3, l2_grid=[0.05], max_iter=1000)
+        probs = softmax(x @ joint.weight[head] + joint.bias[head])
+        np.testing.assert_allclose(probs, alone.predict_proba(x), atol=1e-5)
+    np.testing.assert_array_equal(joint.predict(x)[:, 0], (x @ joint.weight[0] + joint.bias[0]).argmax(1))
+
+
+def test_random_labels_are_seeded_and_uniform() -> None:
+    a, b = random_labels(5000, 3, [0, 1]), random_labels(5000, 3, [0, 1])
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a[:, 0], a[:, 1])
+    assert set(np.unique(a)) == {0, 1, 2} and np.bincount(a[:, 0]).min() > 1500
+    np.testing.assert_array_equal(a[:, 1], np.random.default_rng(1).integers(0, 3, 5000))

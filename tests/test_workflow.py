@@ -112,7 +112,8 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
                 assert array.dtype == np.float32 and array.shape == (len(layers), n, dims[name])
                 assert meta["layers"] == layers and meta["pooling"] == "mean" and meta["revision"]
         for layer in layers:
-            for kind, file in (("intrinsic", "d_aff"), ("extrinsic", "d_psi")):
+            for kind, file in (("intrinsic", "d_aff"), ("extrinsic", "d_psi"), ("extrinsic", "d_worst"),
+                               ("extrinsic", "bound")):
                 frame = pd.read_csv(results / kind / task / f"layer{layer}" / f"{file}.csv", index_col=0)
                 assert list(frame.index) == names and list(frame.columns) == names
                 assert np.all(np.diag(frame.to_numpy()) == 0) and (frame.to_numpy() >= 0).all()
@@ -121,6 +122,14 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
             for name in names:
                 with np.load(results / "probes" / task / "weights" / name / f"layer{layer}.npz") as weights:
                     assert weights["weight"].shape == (dims[name], 2) and weights["bias"].shape == (2,)
+            extrinsic = {m: pd.read_csv(results / "extrinsic" / task / f"layer{layer}" / f"{m}.csv", index_col=0).to_numpy()
+                         for m in ("d_psi", "d_worst", "bound")}
+            assert (extrinsic["d_worst"] >= extrinsic["d_psi"]).all()
+            assert (extrinsic["d_psi"] <= extrinsic["bound"] * (1 + 1e-6) + 1e-9).all()  # Lemma 5.2
+            diagnostics = pd.read_csv(results / "extrinsic" / task / f"layer{layer}" / "d_psi_diagnostics.csv")
+            assert len(diagnostics) == 4 * 3 and diagnostics["winning_start"].notna().all()
+    summary = pd.read_csv(results / "extrinsic" / "summary.csv")
+    assert len(summary) == len(config["tasks"]) * len(layers) and (summary["violations"] == 0).all()
     correlation = pd.read_csv(results / "tables" / "correlation.csv")
     assert "d_psi" in set(correlation["extrinsic"])
     n_measures, n_extrinsic = correlation["intrinsic"].nunique(), correlation["extrinsic"].nunique()

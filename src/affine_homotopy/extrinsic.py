@@ -92,7 +92,7 @@ class ExtrinsicSettings:
     rounds: int = 3  # refinement rounds per temperature (a fresh working set each)
     temperatures: tuple[float, ...] = (0.1, 0.03, 0.01, 0.003)
     working_set: int = 64  # fewest examples per classifier in a refinement working set (its worst)
-    working_budget: int = 32768  # examples x classifiers per working set (more examples when few heads)
+    working_budget: int = 8192  # examples x classifiers per working set (more examples when few heads)
     inverse_temperature: float = 1.0  # lam: target probabilities are softmax(lam * probe logits)
     multiplier: float = 5.0  # the rank rule's n
     block_mb: int = 512  # working memory for one block of random-label classifiers

@@ -84,21 +84,24 @@ def _strip_heatmap(fig: plt.Figure, spec, matrix: np.ndarray, labels: Sequence[s
     off = np.where(np.eye(k, dtype=bool), np.nan, matrix) if exclude_diagonal else matrix
     image = ax.imshow(matrix, cmap=CMAP, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     ax.set_title(title)
-    ax.set_xticks(range(k), [])
+    ax.set_xticks(range(k))
+    ax.tick_params(labelbottom=False)
     ax.set_yticks(range(k), labels if show_ylabels else [""] * k)
     if show_ylabels:
         ax.set_ylabel(ylabel)
-    cols = fig.add_subplot(inner[1, 0], sharex=ax)
+    cols = fig.add_subplot(inner[1, 0])  # not sharex: shared axes would share the tick labels too
     cols.imshow(np.nanmedian(off, axis=0)[None, :] if k > 1 else matrix[:1], cmap=CMAP, vmin=vmin, vmax=vmax,
                 aspect="auto", interpolation="nearest")
     cols.set_xticks(range(k), labels, rotation=90)
     cols.set_yticks([0], ["median" if show_ylabels else ""])
     cols.set_xlabel(xlabel)
-    rows = fig.add_subplot(inner[0, 1], sharey=ax)
+    cols.set_xlim(ax.get_xlim())
+    rows = fig.add_subplot(inner[0, 1])
     rows.imshow(np.nanmedian(off, axis=1)[:, None] if k > 1 else matrix[:, :1], cmap=CMAP, vmin=vmin, vmax=vmax,
                 aspect="auto", interpolation="nearest")
-    rows.set_xticks([0], ["median"], rotation=90)
-    rows.tick_params(labelleft=False)
+    rows.set_xticks([])  # the row-median strip; its meaning is in the captions (a label here would cost height)
+    rows.set_yticks(range(k), [""] * k)
+    rows.set_ylim(ax.get_ylim())
     for extra in (cols, rows):
         for side in ("top", "right"):
             extra.spines[side].set_visible(True)
@@ -264,27 +267,31 @@ def preorder_graphs(graphs: Mapping[tuple[str, int], dict[str, object]], ranks: 
                 ax = axes[r, c]
                 graph, rank = graphs[(task, layer)], ranks[(task, layer)]
                 classes: list[list[str]] = graph["classes"]  # type: ignore[assignment]
+                every = [n for cls in classes for n in cls]
+                label = dict(zip(every, short_labels(every)))
                 heights = np.array([float(np.median([rank[n] for n in cls])) for cls in classes])
+                # nodes of (nearly) equal height form one band, spread horizontally
+                order = np.argsort(heights, kind="stable")
+                span = max(float(np.ptp(heights)), 1.0)
+                bands: list[list[int]] = []
+                for idx in order:
+                    if bands and heights[idx] - heights[bands[-1][-1]] < 0.06 * span:
+                        bands[-1].append(int(idx))
+                    else:
+                        bands.append([int(idx)])
                 xs = np.zeros(len(classes))
-                for level in np.unique(heights):  # spread classes of equal height
-                    idx = np.flatnonzero(heights == level)
-                    xs[idx] = np.linspace(-1, 1, len(idx) + 2)[1:-1] if len(idx) > 1 else 0.0
-                # de-overlap nearly equal heights by alternating offsets
-                order = np.argsort(heights)
-                span = max(np.ptp(heights), 1.0)
-                for pos, idx in enumerate(order[1:], start=1):
-                    if abs(heights[idx] - heights[order[pos - 1]]) < 0.06 * span and xs[idx] == xs[order[pos - 1]]:
-                        xs[idx] = xs[order[pos - 1]] + (0.8 if pos % 2 else -0.8)
+                for band in bands:
+                    xs[band] = np.linspace(-1.2, 1.2, len(band)) if len(band) > 1 else 0.0
                 for a, b in graph["edges"]:  # type: ignore[union-attr]
                     ax.annotate("", xy=(xs[b], heights[b]), xytext=(xs[a], heights[a]),
                                 arrowprops={"arrowstyle": "-|>", "color": OKABE_ITO[0], "lw": 0.8,
                                             "shrinkA": 7, "shrinkB": 7})
                 for k, cls in enumerate(classes):
-                    ax.text(xs[k], heights[k], " = ".join(short_labels(cls, 10) if len(cls) > 1 else [s[:10] for s in cls]),
+                    ax.text(xs[k], heights[k], " = ".join(label[n] for n in cls),
                             ha="center", va="center", fontsize=5.5,
                             bbox={"boxstyle": "round,pad=0.2", "facecolor": "#E6F0F8", "edgecolor": OKABE_ITO[0],
                                   "lw": 0.6})
-                ax.set_xlim(-1.8, 1.8)
+                ax.set_xlim(-2.0, 2.0)
                 pad = 0.12 * span
                 ax.set_ylim(heights.min() - pad, heights.max() + pad)
                 ax.set_xticks([])

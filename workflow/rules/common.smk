@@ -78,7 +78,9 @@ def all_targets():
     targets = [f"{RESULTS}/probes/{t}/layer{l}.csv" for t in TASKS for l in LAYERS]
     for measure in INTRINSIC_MEASURES + ["rank", "d_aff_solver"]:
         targets += matrix_files("intrinsic", measure)
-    targets += matrix_files("extrinsic", "d_psi")
+    for measure in ("d_psi", "d_worst", "bound"):
+        targets += matrix_files("extrinsic", measure)
+    targets += [f"{RESULTS}/extrinsic/summary.csv"]
     targets += [f"{RESULTS}/tables/{name}" for name in TABLES]
     targets += [f"{RESULTS}/paper_comparison.md"]
     targets += [f"{RESULTS}/rank_deficiency/{t}.csv" for t in TASKS]

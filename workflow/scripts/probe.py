@@ -1,4 +1,10 @@
-"""Task probes of one encoder on one task, one per configured layer; scored on the eval split."""
+"""Task probes of one encoder on one task, one per configured layer; scored on the eval split.
+
+Also the random-label probes of the worst-case measure d_worst (``n_random`` label sets, seeds
+0..n-1, the task's number of classes, the task probe's chosen L2 penalty), fitted as one
+multi-head problem and stored beside the task probe as ``random_weight`` (n, D, C) and
+``random_bias`` (n, C).
+"""
 
 import logging
 
@@ -6,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from affine_homotopy.io import atomic_path, read_embeddings, write_csv
-from affine_homotopy.probes import fit_softmax_probe, score
+from affine_homotopy.probes import fit_softmax_probe, fit_softmax_probes, random_labels, score
 from affine_homotopy.runner import run
 from affine_homotopy.tasks import task_info
 
@@ -15,9 +21,11 @@ def main(snakemake):
     task, encoder = snakemake.wildcards.task, snakemake.wildcards.encoder
     info = task_info(task, snakemake.params.task_spec)
     settings = snakemake.params.settings
+    n_random = int(snakemake.params.n_random)
     y_train = pd.read_parquet(snakemake.input.train_table)["label"].to_numpy()
     y_dev = pd.read_parquet(snakemake.input.dev_table)["label"].to_numpy()
     train, dev = read_embeddings(snakemake.input.train), read_embeddings(snakemake.input.dev)
+    labels = random_labels(len(y_train), info.n_classes, range(n_random))
     rows = []
     for slot, (layer, weights_path) in enumerate(zip(snakemake.params.layers, snakemake.output.weights)):
         probe = fit_softmax_probe(
@@ -29,11 +37,20 @@ def main(snakemake):
                "train_accuracy": score(["accuracy"], y_train, probe.predict(train[slot]))["accuracy"],
                "l2": probe.l2, "iterations": probe.iterations,
                "n_train": len(y_train), "n_dev": len(y_dev)}
+        random_weight = np.zeros((0, train.shape[2], info.n_classes))
+        random_bias = np.zeros((0, info.n_classes))
+        if n_random:
+            randoms = fit_softmax_probes(train[slot], labels, info.n_classes, probe.l2, settings["max_iter"])
+            random_weight, random_bias = randoms.weight, randoms.bias
+            # how well random labels are memorised: above 1/C means the classifiers are not trivial
+            row["random_train_accuracy_mean"] = float((randoms.predict(train[slot]) == labels).mean())
+            row["random_iterations"] = randoms.iterations
         logging.info("layer %d: %s", layer, row)
         rows.append(row)
         with atomic_path(weights_path) as tmp:
             with open(tmp, "wb") as handle:
-                np.savez(handle, weight=probe.weight, bias=probe.bias, l2=probe.l2, layer=layer)
+                np.savez(handle, weight=probe.weight, bias=probe.bias, l2=probe.l2, layer=layer,
+                         random_weight=random_weight, random_bias=random_bias)
     write_csv(snakemake.output.metrics, pd.DataFrame(rows))
 
 
