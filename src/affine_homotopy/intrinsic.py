@@ -61,7 +61,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -346,7 +346,9 @@ def pairwise_intrinsic(
     matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
     weights = np.zeros((count, count, n), dtype=np.float32) if settings.keep_weights else None
     iterations = np.zeros((count, count), dtype=int)
-    itemsize = torch.tensor([], dtype=settings.dtype).element_size()
+    # each target in its own coordinates (same row norms and residuals as the data), built once
+    target_parts = [(f.Q * f.s, f.row_norm_max) for f in factors]
+    raw_parts = [(f.Q_raw * f.s_raw, f.raw_row_norm_max) for f in factors] if "d_lin" in wanted else []
     for i, fi in enumerate(factors):
         others = [j for j in range(count) if j != i]
         if not others:
@@ -359,12 +361,7 @@ def pairwise_intrinsic(
         tick = time.monotonic()
         if wanted & {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"}:
             design = torch.cat([fi.Q, fi.Q.new_full((n, 1), 1.0 / math.sqrt(n))], dim=1)
-            for block in _blocks(others, n, max(factors[j].rank for j in others), design.shape[1], itemsize, settings.block_mb):
-                targets = _pad_columns([factors[j].Q * factors[j].s for j in block])
-                atol = torch.tensor([10 * FLOAT32_EPS * factors[j].row_norm_max for j in block],
-                                    dtype=settings.dtype, device=design.device)
-                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power,
-                                     iterate_dtype=settings.iterate_dtype, orthonormal=True)
+            for block, result in _solve_blocks(design, target_parts, others, settings):
                 matrices["d_aff"][i, block] = result.upper.cpu().numpy()
                 matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
                 matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
@@ -381,13 +378,7 @@ def pairwise_intrinsic(
         timer["d_aff"] += time.monotonic() - tick
         tick = time.monotonic()
         if "d_lin" in wanted:
-            design = fi.Q_raw
-            for block in _blocks(others, n, max(factors[j].Q_raw.shape[1] for j in others), design.shape[1], itemsize, settings.block_mb):
-                targets = _pad_columns([factors[j].Q_raw * factors[j].s_raw for j in block])
-                atol = torch.tensor([10 * FLOAT32_EPS * factors[j].raw_row_norm_max for j in block],
-                                    dtype=settings.dtype, device=design.device)
-                result = minimax_fit(design, targets, atol, settings.tol, settings.max_iter, settings.power,
-                                     iterate_dtype=settings.iterate_dtype, orthonormal=True)
+            for block, result in _solve_blocks(fi.Q_raw, raw_parts, others, settings):
                 matrices["d_lin"][i, block] = result.upper.cpu().numpy()
                 matrices["d_lin_lower"][i, block] = result.lower.cpu().numpy()
         timer["d_lin"] += time.monotonic() - tick
@@ -403,6 +394,20 @@ def pairwise_intrinsic(
     computed = {m for members in families.values() if wanted & set(members) for m in members}
     return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer,
                            weights)
+
+
+def _solve_blocks(
+    design: torch.Tensor, targets: Sequence[tuple[torch.Tensor, float]], chosen: list[int], settings: SolverSettings,
+) -> Iterator[tuple[list[int], MinimaxResult]]:
+    """Minimax fits of ``design`` onto the chosen targets (matrix, largest row norm), in memory-bounded batches."""
+    n, p = design.shape
+    itemsize = design.element_size()
+    for block in _blocks(chosen, n, max(targets[j][0].shape[1] for j in chosen), p, itemsize, settings.block_mb):
+        stacked = _pad_columns([targets[j][0] for j in block])
+        # below 10 eps(float32) x the target's scale a residual is float32 rounding: stop there
+        atol = torch.tensor([10 * FLOAT32_EPS * targets[j][1] for j in block], dtype=design.dtype, device=design.device)
+        yield block, minimax_fit(design, stacked, atol, settings.tol, settings.max_iter, settings.power,
+                                 iterate_dtype=settings.iterate_dtype, orthonormal=True)
 
 
 def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_mb: int) -> list[list[int]]:
