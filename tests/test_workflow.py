@@ -137,7 +137,9 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
     assert (correlation["n_pairs"] == 4 * 3).all() and correlation["exact"].all()  # 4! < 10,000: exact
     assert (correlation["n_permutations"] == 24).all() and correlation["p_permutation"].between(0, 1).all()
     assert correlation["p_classical"].notna().any() and correlation["ci_low"].notna().any()
-    table1 = analysis.parse_markdown_table((results / "tables" / "correlation.md").read_text())
+    sections = (results / "tables" / "correlation.md").read_text().split("\n## ")
+    assert sections[1].startswith("Layer 2 (Table 1")  # the table layer (last configured) comes first
+    table1 = analysis.parse_markdown_table(sections[1])
     assert list(table1.columns[:3]) == ["task", "extrinsic", "stat"] and len(table1) == 2 * n_extrinsic * 2
     assert r"\begin{tabular}" in (results / "tables" / "correlation.tex").read_text()
     comparison = analysis.parse_markdown_table((results / "paper_comparison.md").read_text())
@@ -163,7 +165,8 @@ def test_orientation_and_values_match_an_independent_computation(tiny_run) -> No
     results, config = tiny_run
     names = list(config["encoders"])
     train = {n: np.load(results / "embeddings" / n / "sent" / "train.npy")[1].astype(np.float64) for n in names}
-    d_aff = pd.read_csv(results / "intrinsic" / "sent" / "layer2" / "d_aff.csv", index_col=0)
+    read = lambda m: pd.read_csv(results / "intrinsic" / "sent" / "layer2" / f"{m}.csv", index_col=0)  # noqa: E731
+    d_aff, d_aff_ls, d_aff_lower = read("d_aff"), read("d_aff_ls"), read("d_aff_lower")
     for source in names:
         for target in names:
             if source == target:
@@ -174,7 +177,9 @@ def test_orientation_and_values_match_an_independent_computation(tiny_run) -> No
             cutoff = 5 * np.finfo(np.float32).eps * max(x.shape)
             coef, *_ = np.linalg.lstsq(x, y, rcond=cutoff)
             expected = np.linalg.norm(y - x @ coef, axis=1).max()
-            assert d_aff.loc[source, target] == pytest.approx(expected, rel=1e-4, abs=1e-4)
+            assert d_aff_ls.loc[source, target] == pytest.approx(expected, rel=1e-4, abs=1e-4)
+            # the certified minimax value lies below the least-squares one, above its lower bound
+            assert d_aff_lower.loc[source, target] <= d_aff.loc[source, target] <= d_aff_ls.loc[source, target] + 1e-12
     # rows are mapped from: the full encoder maps onto its truncation, not back
     assert d_aff.loc["tiny_a", "tiny_a_svd50"] < 1e-4 < d_aff.loc["tiny_a_svd50", "tiny_a"]
     assert max(d_aff.loc["tiny_b", "tiny_b_affine"], d_aff.loc["tiny_b_affine", "tiny_b"]) < 1e-4

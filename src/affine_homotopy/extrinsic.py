@@ -241,19 +241,39 @@ def _refine(
             Zs = Z[rows]  # (h, k, r)
             Ps = torch.gather(P_active, 0, rows.T[:, :, None].expand(k, -1, n_classes)).transpose(0, 1)
             scale = (best_active**2).clamp(min=torch.finfo(Z.dtype).tiny)[:, None]
-            W, b = best_W.clone(), best_b.clone()
+            # The working-set loss only sees W through Zs W, and its gradients lie in the row span of
+            # Zs. With fewer rows than dimensions, optimise in that span instead: W = W0 + Zs^T L^-T beta
+            # with K = Zs Zs^T = L L^T gives Zs W = Zs W0 + L beta and ||W - W0|| = ||beta||, an
+            # isometric change of variables that makes each evaluation k x k instead of k x rank.
+            kernel = k < rank
+            if kernel:
+                gram = torch.bmm(Zs, Zs.transpose(1, 2))
+                eye = torch.eye(k, dtype=Z.dtype, device=Z.device)
+                ridge = 1e-10 * gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None] * eye
+                factor, info = torch.linalg.cholesky_ex(gram + ridge)
+                if bool((info > 0).any()):
+                    factor = torch.linalg.cholesky(gram + 1e3 * ridge)
+                base = torch.bmm(Zs, best_W) + best_b[:, None, :]
+                W = torch.zeros((active.numel(), k, n_classes), dtype=Z.dtype, device=Z.device)
+                b = torch.zeros_like(best_b)
+            else:
+                W, b = best_W.clone(), best_b.clone()
             optimizer = torch.optim.LBFGS([W, b], lr=1.0, max_iter=settings.refine_iter, history_size=10,
                                           tolerance_grad=1e-10, tolerance_change=1e-14, line_search_fn="strong_wolfe")
 
             def closure() -> torch.Tensor:
                 # hand-written gradient: autograd's overhead dominates on these small batched problems
-                q = torch.softmax(torch.bmm(Zs, W) + b[:, None, :], dim=2)  # (h, k, C)
+                if kernel:
+                    logits = base + torch.bmm(factor, W) + b[:, None, :]
+                else:
+                    logits = torch.bmm(Zs, W) + b[:, None, :]
+                q = torch.softmax(logits, dim=2)  # (h, k, C)
                 diff = q - Ps
                 squared = (diff**2).sum(dim=2) / scale
                 loss = (tau * torch.logsumexp(squared / tau, dim=1)).sum()
                 v = torch.softmax(squared / tau, dim=1)[:, :, None] * 2 * diff / scale[:, :, None]
                 g = q * v - q * (q * v).sum(dim=2, keepdim=True)  # softmax Jacobian times v
-                W.grad = torch.bmm(Zs.transpose(1, 2), g)
+                W.grad = torch.bmm((factor if kernel else Zs).transpose(1, 2), g)
                 b.grad = g.sum(dim=1)
                 return loss
 
@@ -261,6 +281,10 @@ def _refine(
             iterations += int(optimizer.state[optimizer._params[0]].get("n_iter", 0))
             closure()
             grad_norm[active] = torch.sqrt((W.grad**2).sum(dim=(1, 2)) + (b.grad**2).sum(dim=1))
+            if kernel:  # back to a map on all examples
+                coefficients = torch.linalg.solve_triangular(factor.transpose(1, 2), W, upper=True)
+                W = best_W + torch.bmm(Zs.transpose(1, 2), coefficients)
+                b = best_b + b
             errors = _errors(Z, W.permute(1, 0, 2).contiguous(), b, P_active)
             value = errors.max(dim=0).values
             better = value < best_active  # NaN (a diverged head) never counts as better

@@ -93,7 +93,7 @@ FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic", "rank_vs_distance", "laye
 TABLES = ["correlation.csv", "correlation.md", "correlation.tex", "figure2_fits.csv", "encoder_ranks.csv",
           "rank_analysis.csv", "preorder_edges.csv", "preorder_ranking.csv"]
 # Extrinsic matrices (files extrinsic/<task>/layer<L>/<name>.csv) that the analysis correlates.
-EXTRINSIC_MEASURES = ["d_psi"]
+EXTRINSIC_MEASURES = ["d_psi", "d_worst"]
 # The pairwise engines ask for a GPU only when the config lets them use one (device: auto or cuda).
 PAIRWISE_GPU = 0 if config["device"] == "cpu" else 1
 

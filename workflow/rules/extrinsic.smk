@@ -58,8 +58,12 @@ rule extrinsic:
         settings=config["extrinsic"],
         multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
         device=config["device"],
+    threads: 2
     resources:
         gpu=PAIRWISE_GPU,
+        mem_mb=pairwise_resource("mem_mb"),
+        runtime=pairwise_resource("runtime"),
+        disk_mb=pairwise_resource("disk_mb"),
     log:
         f"{RESULTS}/logs/extrinsic/{{task}}_layer{{layer}}.log",
     conda:

@@ -40,7 +40,7 @@ def main(snakemake):
         random_weight = np.zeros((0, train.shape[2], info.n_classes))
         random_bias = np.zeros((0, info.n_classes))
         if n_random:
-            randoms = fit_softmax_probes(train[slot], labels, info.n_classes, probe.l2, settings["max_iter"])
+            randoms = fit_softmax_probes(train[slot], labels, info.n_classes, probe.l2, settings["random_max_iter"])
             random_weight, random_bias = randoms.weight, randoms.bias
             # how well random labels are memorised: above 1/C means the classifiers are not trivial
             row["random_train_accuracy_mean"] = float((randoms.predict(train[slot]) == labels).mean())
