@@ -208,21 +208,19 @@ def test_forcing_the_figures_recomputes_nothing_upstream(tiny_run) -> None:
 
 
 def test_failing_jobs_leave_no_output(tmp_path: Path, tiny_models) -> None:
-    """Unreachable hub model and malformed GLUE file: named errors, no partial files."""
+    """A malformed GLUE file: a named error (file and line), no partial files. (An unreachable hub
+    model stops the run at staging: tests/test_operations.py.)"""
     glue = tmp_path / "glue" / "RTE"
     glue.mkdir(parents=True)
     (glue / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\tentailment\n1\tbroken\n")
     (glue / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\tentailment\n")
     config = tiny_config(tiny_models)
-    config["encoders"]["ghost"] = {"source": "hf", "model": "no-such-org/no-such-model"}
     config["tasks"]["rte"] = {"source": "glue_dir", "path": str(tmp_path / "glue")}
     result = snakemake("--cores", "2", "--configfile", str(write_config(tmp_path / "c.yaml", config)),
                        "--keep-going", workdir=tmp_path, check=False)
     assert result.returncode != 0
     results = tmp_path / "results" / "tiny"
     logs = "\n".join(p.read_text() for p in (results / "logs").rglob("*.log"))
-    assert "no-such-org/no-such-model" in logs and "source: path" in logs
     assert re.search(r"RTE/train\.tsv, line 3: expected at least 4 tab-separated fields", logs)
-    assert not list((results / "embeddings").glob("ghost/*/*.npy"))
     assert not (results / "data" / "rte" / "train.parquet").exists()
     assert "Traceback" not in logs  # expected failures are reported, not dumped

@@ -49,12 +49,14 @@ def embeddings(encoder, task, split):
 
 def staged_model_input(wildcards):
     spec = config["encoders"][wildcards.encoder]
-    return [f"resources/models/{wildcards.encoder}/STAGED.json"] if spec["source"] == "hf" else []
+    own = [f"resources/models/{wildcards.encoder}/STAGED.json"] if spec["source"] == "hf" else []
+    return own + [ancient(f"{RESULTS}/staging.json")]
 
 
 def staged_task_input(wildcards):
     spec = config["tasks"][wildcards.task]
-    return [f"resources/data/{wildcards.task}/STAGED.json"] if spec["source"] == "glue" else []
+    own = [f"resources/data/{wildcards.task}/STAGED.json"] if spec["source"] == "glue" else []
+    return own + [ancient(f"{RESULTS}/staging.json")]
 
 
 def base_embeddings(wildcards):

@@ -9,6 +9,7 @@ GLUE_TASKS_STAGED = [t for t in TASKS if config["tasks"][t]["source"] == "glue"]
 localrules:
     download_model,
     download_task,
+    staging_complete,
 
 
 rule download_model:
@@ -42,3 +43,20 @@ rule download_task:
         "../../envs/embed.yaml"
     script:
         "../scripts/download_task.py"
+
+
+# Every compute job waits for the whole staging to succeed: a model or data set that cannot be
+# fetched stops the run before any compute job starts. (Consumers take it as ancient(): staging a
+# new encoder later does not make the others' jobs out of date.)
+rule staging_complete:
+    input:
+        models=expand("resources/models/{encoder}/STAGED.json", encoder=HF_ENCODERS),
+        tasks=expand("resources/data/{task}/STAGED.json", task=GLUE_TASKS_STAGED),
+    output:
+        f"{RESULTS}/staging.json",
+    log:
+        f"{RESULTS}/logs/download/staging_complete.log",
+    conda:
+        "../../envs/compute.yaml"
+    script:
+        "../scripts/staging_complete.py"
