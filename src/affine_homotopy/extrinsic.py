@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .linalg import numerical_rank
+from .linalg import consecutive_blocks, numerical_rank
 from .probes import ProbeSet, SoftmaxProbe
 
 log = logging.getLogger(__name__)
@@ -455,7 +455,7 @@ def extrinsic_distances(
             counts = [random_probes[j].weight.shape[0] for j in others]
             budget = max(1, settings.block_mb * 2**20 // max(per_head, 1))
             d_worst[i, others] = d_psi[i, others]  # the task probe is one of the classifiers
-            for block in _target_blocks(others, counts, budget):
+            for block in consecutive_blocks(others, counts, budget):
                 per_target, starts = [], []
                 for j in block:
                     rp = random_probes[j]
@@ -503,22 +503,6 @@ def extrinsic_distances(
                  "" if d_worst is None else ", d_worst " + np.array2string(d_worst[i, others], precision=4))
     log.info("seconds: %s", {k: round(v, 2) for k, v in seconds.items()})
     return ExtrinsicResult(names, d_psi, d_worst, worst_index, diagnostics, seconds)
-
-
-def _target_blocks(targets: list[int], counts: list[int], budget: int) -> list[list[int]]:
-    """Consecutive targets whose classifier counts sum to at most ``budget`` (at least one each)."""
-    blocks: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for j, size in zip(targets, counts):
-        if current and used + size > budget:
-            blocks.append(current)
-            current, used = [], 0
-        current.append(j)
-        used += size
-    if current:
-        blocks.append(current)
-    return blocks
 
 
 def fixed_classifier_distances(

@@ -94,18 +94,17 @@ def centred_basis(
     return CentredBasis(mean, U[:, :rank].contiguous(), s[:rank], Vt[:rank], rank, sigma_max)
 
 
-def column_blocks(widths: list[int], n_rows: int, itemsize: int, block_mb: int) -> list[list[int]]:
-    """Group consecutive items so that an N x (sum of widths) block stays under ``block_mb``."""
-    budget = max(1, block_mb * 2**20 // max(1, n_rows * itemsize))
+def consecutive_blocks(items: list[int], sizes: list[int], budget: int) -> list[list[int]]:
+    """Consecutive items whose sizes sum to at most ``budget`` (an oversized item gets a block alone)."""
     blocks: list[list[int]] = []
     current: list[int] = []
     used = 0
-    for index, width in enumerate(widths):
-        if current and used + width > budget:
+    for item, size in zip(items, sizes):
+        if current and used + size > budget:
             blocks.append(current)
             current, used = [], 0
-        current.append(index)
-        used += width
+        current.append(item)
+        used += size
     if current:
         blocks.append(current)
     return blocks
