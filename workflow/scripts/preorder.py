@@ -32,7 +32,9 @@ def main(snakemake):
         summary = median_summary(d_aff).sort_values("to_median", kind="stable")
         summary.insert(0, "position", range(1, len(summary) + 1))
         ranking.append(summary.assign(task=key[0], layer=key[1], rank=[ranks[key][e] for e in summary["encoder"]]))
-    write_csv(snakemake.output.edges, pd.DataFrame(edges))
+    # keep the header when no pair passes the threshold, so the file still parses
+    columns = ["task", "layer", "mapped_from", "mapped_to", "d_aff", "threshold", "in_reduction"]
+    write_csv(snakemake.output.edges, pd.DataFrame(edges, columns=columns))
     ranking = pd.concat(ranking, ignore_index=True)
     write_csv(snakemake.output.ranking, ranking[["task", "layer", "position", "encoder", "to_median", "from_median",
                                                  "rank"]])
