@@ -95,10 +95,10 @@ def embeddings(n: int | None, layers: tuple[int, ...]) -> tuple[np.ndarray, np.n
     return array, frame["label"].to_numpy()
 
 
-def sgd_map(X: torch.Tensor, P: torch.Tensor, lr: float, epochs: int = 20, batch: int = 64) -> float:
-    """Their fixed-classifier fit: nn.Linear by SGD on the MSE of probabilities; max error returned."""
+def _train_sgd(X: torch.Tensor, outputs: int, batch_loss, lr: float, epochs: int, batch: int) -> torch.nn.Linear:
+    """The paper's training loop: nn.Linear, plain SGD, shuffled mini-batches, seed 42."""
     torch.manual_seed(SEED)
-    layer = torch.nn.Linear(X.shape[1], P.shape[1])
+    layer = torch.nn.Linear(X.shape[1], outputs)
     optimizer = torch.optim.SGD(layer.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(SEED)
     for _ in range(epochs):
@@ -106,9 +106,15 @@ def sgd_map(X: torch.Tensor, P: torch.Tensor, lr: float, epochs: int = 20, batch
         for start in range(0, X.shape[0], batch):
             index = order[start : start + batch]
             optimizer.zero_grad()
-            loss = ((torch.softmax(layer(X[index]), dim=1) - P[index]) ** 2).sum(dim=1).mean()
-            loss.backward()
+            batch_loss(layer(X[index]), index).backward()
             optimizer.step()
+    return layer
+
+
+def sgd_map(X: torch.Tensor, P: torch.Tensor, lr: float, epochs: int = 20, batch: int = 64) -> float:
+    """Their fixed-classifier fit: nn.Linear by SGD on the MSE of probabilities; max error returned."""
+    layer = _train_sgd(X, P.shape[1], lambda out, index: ((torch.softmax(out, dim=1) - P[index]) ** 2).sum(dim=1).mean(),
+                       lr, epochs, batch)
     with torch.no_grad():
         return float(torch.linalg.vector_norm(torch.softmax(layer(X), dim=1) - P, dim=1).max())
 
@@ -117,17 +123,8 @@ def sgd_probe(X: torch.Tensor, y: torch.Tensor, n_classes: int, epochs: int = 20
     """Their probe: cross entropy by SGD for each learning rate; the best training accuracy is kept."""
     best, best_accuracy = None, -1.0
     for lr in PROBE_LEARNING_RATES:
-        torch.manual_seed(SEED)
-        layer = torch.nn.Linear(X.shape[1], n_classes)
-        optimizer = torch.optim.SGD(layer.parameters(), lr=lr)
-        generator = torch.Generator().manual_seed(SEED)
-        for _ in range(epochs):
-            order = torch.randperm(X.shape[0], generator=generator)
-            for start in range(0, X.shape[0], batch):
-                index = order[start : start + batch]
-                optimizer.zero_grad()
-                torch.nn.functional.cross_entropy(layer(X[index]), y[index]).backward()
-                optimizer.step()
+        layer = _train_sgd(X, n_classes, lambda out, index: torch.nn.functional.cross_entropy(out, y[index]),
+                           lr, epochs, batch)
         with torch.no_grad():
             accuracy = float((layer(X).argmax(1) == y).double().mean())
         if accuracy > best_accuracy:
