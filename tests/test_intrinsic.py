@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 
 from affine_homotopy.derived import random_affine, svd_truncate
 from affine_homotopy.intrinsic import pairwise_affine_ls
-from affine_homotopy.linalg import centred_basis, numerical_rank, rank_threshold
+from affine_homotopy.intrinsic import factorise
+from affine_homotopy.linalg import numerical_rank, rank_threshold
 
 
 def low_rank_data(rng: np.random.Generator, n: int, d: int, rank: int) -> np.ndarray:
@@ -64,7 +66,7 @@ def test_svd_truncation_is_asymmetric_as_theory_says() -> None:
 def test_rank_rule_drops_numerical_noise_and_matches_formula() -> None:
     rng = np.random.default_rng(4)
     x = low_rank_data(rng, 200, 40, 7).astype(np.float32)
-    basis = centred_basis(x)
+    basis = factorise(x, 5.0, torch.float64, "cpu", uncentred=False)
     assert basis.rank == 7
     s = np.linalg.svd(x - x.mean(0), compute_uv=False)
     threshold = rank_threshold(s[0], 200, 40, 5.0)

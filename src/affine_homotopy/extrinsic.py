@@ -326,7 +326,7 @@ def _as_tensor(array: np.ndarray, settings: ExtrinsicSettings) -> torch.Tensor:
 def _source_basis(X: torch.Tensor, multiplier: float) -> tuple[torch.Tensor, int]:
     """Orthonormal basis (N, rank) of the centred column space under the rank rule.
 
-    Same subspace and rank as :func:`affine_homotopy.linalg.centred_basis`, from the eigenvectors of
+    Same subspace and rank as :func:`affine_homotopy.intrinsic.factorise`, from the eigenvectors of
     the D x D Gram matrix (tens of times faster than the N x D SVD). Squaring the singular values is
     harmless here: the rank rule's threshold (``~1e-3 sigma_1`` for N = 2,000) lies far above
     float64's ``sqrt(eps) sigma_1``.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -57,41 +56,6 @@ def numerical_rank(
         return 0
     threshold = max(rank_threshold(float(s.max()), n_rows, n_cols, multiplier), multiplier * FLOAT32_EPS * data_scale)
     return int((s > threshold).sum())
-
-
-@dataclass
-class CentredBasis:
-    """Centred SVD of one representation matrix ``X`` (N x D): ``X - mean = U diag(s) Vt``.
-
-    Only the ``rank`` directions that pass the rank rule are kept, so ``U`` is N x rank with
-    orthonormal columns spanning the usable column space of the centred matrix.
-    """
-
-    mean: torch.Tensor  # (D,)
-    U: torch.Tensor  # (N, rank)
-    s: torch.Tensor  # (rank,)
-    Vt: torch.Tensor  # (rank, D)
-    rank: int
-    sigma_max: float
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.U.shape[0])
-
-
-def centred_basis(
-    X: np.ndarray | torch.Tensor,
-    multiplier: float = 5.0,
-    dtype: torch.dtype = torch.float64,
-    device: torch.device | str = "cpu",
-) -> CentredBasis:
-    X = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X).to(device=device, dtype=dtype)
-    mean = X.mean(dim=0)
-    centred = X - mean
-    U, s, Vt = torch.linalg.svd(centred, full_matrices=False)
-    rank = numerical_rank(s, X.shape[0], X.shape[1], multiplier, float(torch.linalg.vector_norm(X, dim=1).max()))
-    sigma_max = float(s[0]) if s.numel() else 0.0
-    return CentredBasis(mean, U[:, :rank].contiguous(), s[:rank], Vt[:rank], rank, sigma_max)
 
 
 def consecutive_blocks(items: list[int], sizes: list[int], budget: int) -> list[list[int]]:
