@@ -1,4 +1,4 @@
-"""Shared linear algebra: devices, dtypes, the numerical-rank rule and centred orthonormal bases.
+"""Shared linear algebra: devices, dtypes, the numerical-rank rule and memory-bounded blocks.
 
 The rank rule (the paper's "rank to precision eps"): a singular value ``s`` of the centred
 representation matrix counts when ``s > n * sigma_1 * eps(float32) * max(N, D)``, with ``n`` the
