@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from affine_homotopy.config import ConfigError, check_config
+from affine_homotopy.config import check_config
+from affine_homotopy.errors import ConfigError, StagingError
 from affine_homotopy.encoders import load_encoder
 
 from .conftest import REPO
@@ -78,7 +79,7 @@ def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None
 def test_unreachable_hub_names_the_model_and_the_fixes(monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     spec = {"source": "hf", "model": "no-such-org/no-such-model", "revision": None}
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(StagingError) as error:
         load_encoder("ghost", spec)
     message = str(error.value)
     assert "no-such-org/no-such-model" in message and "source: path" in message

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from affine_homotopy.config import ConfigError
+from affine_homotopy.errors import ConfigError, NumericalError
 from affine_homotopy.encoders import check_finite, embed_texts, load_encoder
 
 TEXTS_A = ["the film was good", "a very very dull and boring plot that would not end", "no", "she said it was great"]
@@ -54,5 +54,5 @@ def test_layer_beyond_depth_names_encoder_and_depth(encoder) -> None:
 def test_non_finite_values_name_encoder_task_and_layer() -> None:
     array = np.zeros((2, 3, 4), dtype=np.float32)
     array[1, 2, 0] = np.nan
-    with pytest.raises(FloatingPointError, match=r"encoder 'e', task 't', split train, layer 6: 1 non-finite"):
+    with pytest.raises(NumericalError, match=r"encoder 'e', task 't', split train, layer 6: 1 non-finite"):
         check_finite(array, [3, 6], "e", "t", "train")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from affine_homotopy.config import ConfigError
+from affine_homotopy.errors import StagingError
 from affine_homotopy.encoders import load_encoder
 from affine_homotopy.staging import staged_model_dir, staged_task_file, stage_model
 
@@ -39,16 +39,16 @@ def test_missing_model_fails_at_staging_and_no_compute_job_starts(tmp_path: Path
 
 def test_stage_model_offline_names_model_and_manual_route(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ConfigError, match=r"could not download 'org/none'.*copy a Hugging Face model folder"):
+    with pytest.raises(StagingError, match=r"could not download 'org/none'.*copy a Hugging Face model folder"):
         stage_model("x", {"model": "org/none", "revision": None}, tmp_path / "x")
 
 
 def test_compute_job_without_staged_files_names_path_and_target(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"no staged model at .*models/bert.*snakemake --cores 1 .*STAGED\.json"):
+    with pytest.raises(StagingError, match=r"no staged model at .*models/bert.*snakemake --cores 1 .*STAGED\.json"):
         staged_model_dir("bert", tmp_path / "resources" / "models" / "bert")
-    with pytest.raises(ConfigError, match=r"no staged data at .*sst2/train\.parquet"):
+    with pytest.raises(StagingError, match=r"no staged data at .*sst2/train\.parquet"):
         staged_task_file("sst2", tmp_path / "resources" / "data" / "sst2", "train")
-    with pytest.raises(ConfigError, match="no staged model"):
+    with pytest.raises(StagingError, match="no staged model"):
         load_encoder("bert", {"source": "hf", "model": "bert-base-uncased"}, staged=tmp_path / "nothing")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from affine_homotopy.config import ConfigError
+from affine_homotopy.errors import DataError
 from affine_homotopy.tasks import glue_dir_files, load_task_split, read_glue_tsv, task_info
 
 from .conftest import SHARED_GLUE
@@ -51,14 +51,14 @@ def test_mrpc_bom_is_stripped_and_texts_kept(glue_dir: Path) -> None:
 def test_malformed_line_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "train.tsv"
     path.write_text("sentence\tlabel\ngood film\t1\nbroken line without label\n")
-    with pytest.raises(ConfigError, match=r"train\.tsv, line 3: expected at least 2"):
+    with pytest.raises(DataError, match=r"train\.tsv, line 3: expected at least 2"):
         read_glue_tsv(path, "sst2")
 
 
 def test_bad_label_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "train.tsv"
     path.write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
-    with pytest.raises(ConfigError, match=r"line 2: label 'maybe'"):
+    with pytest.raises(DataError, match=r"line 2: label 'maybe'"):
         read_glue_tsv(path, "rte")
 
 
@@ -66,13 +66,13 @@ def test_bad_label_names_file_and_line(tmp_path: Path) -> None:
 def test_empty_file_is_an_error(tmp_path: Path, content: str) -> None:
     path = tmp_path / "train.tsv"
     path.write_text(content)
-    with pytest.raises(ConfigError, match="empty"):
+    with pytest.raises(DataError, match="empty"):
         read_glue_tsv(path, "sst2")
 
 
 def test_n_train_keeps_the_first_examples(glue_dir: Path) -> None:
     spec = {"source": "glue_dir", "path": str(glue_dir), "glue_task": "qqp", "n_train": 1}
-    with pytest.raises(ConfigError, match="single label"):
+    with pytest.raises(DataError, match="single label"):
         load_task_split("qqp", spec, "train")  # the first example alone has one class
     spec["n_train"] = 2
     assert load_task_split("qqp", spec, "train")["text_a"].tolist() == ["Why?", "Who?"]

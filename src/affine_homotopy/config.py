@@ -15,11 +15,10 @@ from typing import Any
 import jsonschema
 import yaml
 
-GLUE_TASKS = ("sst2", "mrpc", "rte", "cola", "mnli", "qqp")
+from .errors import ConfigError
+from .tasks import GLUE_TASKS, glue_dir_files
 
-
-class ConfigError(ValueError):
-    """A configuration problem, reported before any job runs."""
+__all__ = ["ConfigError", "GLUE_TASKS", "check_config", "load_config"]
 
 
 def _with_defaults(validator_class: type) -> type:
@@ -263,8 +262,6 @@ def glue_task_of(name: str, spec: Mapping[str, Any]) -> str:
 
 
 def _check_tasks(tasks: dict[str, dict[str, Any]]) -> None:
-    from .tasks import glue_dir_files  # local import: tasks imports this module
-
     for name, spec in tasks.items():
         if spec["source"] in ("glue", "glue_dir"):
             spec["glue_task"] = glue_task_of(name, spec)

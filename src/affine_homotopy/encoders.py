@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import ConfigError, check_layers, local_model_dir, module_name
+from .config import check_layers, local_model_dir, module_name
+from .errors import NumericalError, StagingError
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +73,14 @@ def load_encoder(
         model = AutoModel.from_pretrained(location, **kwargs)
     except (OSError, ValueError) as error:
         if source == "hf" and staged_commit is None:
-            raise ConfigError(
+            raise StagingError(
                 f"encoder '{name}': could not load Hugging Face model {spec['model']!r} "
                 f"(revision {spec.get('revision') or 'main'}): {error}. The hub may be unreachable "
                 f"from this machine. Pre-download it where there is internet (huggingface-cli "
                 f"download {spec['model']}) and run with HF_HUB_OFFLINE=1, or copy the model folder "
                 f"here and use 'source: path' with 'path: <folder>'."
             ) from error
-        raise ConfigError(f"encoder '{name}': could not load the model at {location}: {error}") from error
+        raise StagingError(f"encoder '{name}': could not load the model at {location}: {error}") from error
     model.eval().to(device)
     depth = int(model.config.num_hidden_layers)
     if staged_commit is not None:
@@ -157,7 +158,7 @@ def check_finite(array: np.ndarray, layers: Sequence[int], encoder: str, task: s
         bad = ~np.isfinite(array[slot])
         if bad.any():
             rows = np.flatnonzero(bad.any(axis=1))
-            raise FloatingPointError(
+            raise NumericalError(
                 f"encoder '{encoder}', task '{task}', split {split}, layer {layer}: {bad.sum()} "
                 f"non-finite values (NaN/Inf) in {len(rows)} example(s), first at row {rows[0]}. "
                 "Check the model weights and max_length; no output was written."

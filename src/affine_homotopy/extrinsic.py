@@ -43,8 +43,8 @@ The value is the smallest maximum error of (1)-(4); ``winning_start`` says which
 before refinement, ``refined`` whether (4) improved on it.
 
 Engine: maps work in the whitened coordinates ``sqrt(N) U_i`` of the source (orthonormal basis of
-its centred column space after the rank rule), which is the same family of affine maps but well
-conditioned. For one source, all classifiers of all targets form one multi-head problem (the
+its centred column space after the rank rule, from :func:`affine_homotopy.linalg.factorise`, the
+intrinsic stage's factorisation), which is the same family of affine maps but well conditioned. For one source, all classifiers of all targets form one multi-head problem (the
 losses separate), so each iteration is a couple of ``N x rank x (heads * C)`` matrix products.
 The task probes (``d_psi``) and the random-label probes are separate problems, so ``d_psi`` does
 not depend on the number of random classifiers; random-label heads are processed in blocks of at
@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .linalg import consecutive_blocks, numerical_rank
+from .linalg import WeightedLeastSquares, consecutive_blocks, factorise
 from .probes import ProbeSet, SoftmaxProbe
 
 log = logging.getLogger(__name__)
@@ -323,52 +323,22 @@ def _as_tensor(array: np.ndarray, settings: ExtrinsicSettings) -> torch.Tensor:
     return torch.as_tensor(np.asarray(array)).to(device=settings.device, dtype=settings.dtype)
 
 
-def _source_basis(X: torch.Tensor, multiplier: float) -> tuple[torch.Tensor, int]:
-    """Orthonormal basis (N, rank) of the centred column space under the rank rule.
-
-    Same subspace and rank as :func:`affine_homotopy.intrinsic.factorise`, from the eigenvectors of
-    the D x D Gram matrix (tens of times faster than the N x D SVD). Squaring the singular values is
-    harmless here: the rank rule's threshold (``~1e-3 sigma_1`` for N = 2,000) lies far above
-    float64's ``sqrt(eps) sigma_1``.
-    """
-    n, dim = X.shape
-    centred = X - X.mean(dim=0)
-    eigenvalues, V = torch.linalg.eigh(centred.T @ centred)
-    s = eigenvalues.flip(0).clamp(min=0).sqrt()
-    V = V.flip(1)
-    rank = numerical_rank(s, n, dim, multiplier, float(torch.linalg.vector_norm(X, dim=1).max()))
-    U = centred @ (V[:, :rank] / s[:rank])
-    # one Cholesky-QR pass against rounding (U^T U = I is what the soft-label step size assumes);
-    # Householder QR of a tall matrix is far slower on small CPUs
-    if rank:
-        factor = torch.linalg.cholesky(U.T @ U)
-        U = torch.linalg.solve_triangular(factor, U.T, upper=False).T
-    return U, rank
-
-
 class _PairMaps:
     """Start maps for the classifiers of one pair ``i -> j`` (module docstring, starts 1 and 2).
 
     The composed start regresses a classifier's logits on encoder ``i`` with the intrinsic
-    engine's weighted least squares (design ``[U_i, 1/sqrt(N)]``, the map's solver weights, the
-    same ridge as :func:`affine_homotopy.intrinsic.affine_map`): the logits are linear in the
-    target, so this *is* ``psi' o A_ij``. The factorisation is computed once per pair.
+    engine's weighted least squares (:class:`affine_homotopy.linalg.WeightedLeastSquares` on the
+    design ``[U_i, 1/sqrt(N)]`` with the map's solver weights, exactly as
+    :func:`affine_homotopy.intrinsic.affine_map`): the logits are linear in the target, so this
+    *is* ``psi' o A_ij``. The normal equations are factorised once per pair.
     """
 
-    def __init__(self, U: torch.Tensor, weights: torch.Tensor | None) -> None:
-        self.U = U
-        self.root = math.sqrt(U.shape[0])
-        self.factor: torch.Tensor | None = None
-        if weights is None:
-            return
-        self.rows = torch.nonzero(weights > 0).squeeze(1)
-        design = torch.cat([U[self.rows], U.new_full((self.rows.numel(), 1), 1.0 / self.root)], dim=1)
-        self.weighted = design * weights[self.rows, None]
-        gram = self.weighted.T @ design
-        scale = gram.diagonal().mean()
-        eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
-        factor, info = torch.linalg.cholesky_ex(gram + 1e-13 * scale * eye)
-        self.factor = factor if int(info) == 0 else torch.linalg.cholesky(gram + 1e-9 * scale * eye)
+    def __init__(self, design: torch.Tensor, weights: torch.Tensor | None) -> None:
+        self.U = design[:, :-1]
+        self.root = math.sqrt(design.shape[0])
+        self.fit: WeightedLeastSquares | None = None
+        if weights is not None:
+            self.fit = WeightedLeastSquares(design, weights, torch.nonzero(weights > 0).squeeze(1))
 
     def starts(self, logits: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         """``{"composed": (A, c), "least_squares": (A, c)}`` for logits (N, G, C): A (r, G, C), c (G, C)."""
@@ -378,9 +348,9 @@ class _PairMaps:
         # least squares on the design [sqrt(N) U, 1]: U^T 1 = 0 and U^T U = I decouple it
         least_squares = ((self.U.T @ flat / self.root).reshape(rank, groups, n_classes),
                          flat.mean(dim=0).reshape(groups, n_classes))
-        if self.factor is None:
+        if self.fit is None:
             return {"composed": least_squares, "least_squares": least_squares}
-        coef = torch.cholesky_solve(self.weighted.T @ flat[self.rows], self.factor)
+        coef = self.fit.solve(flat)
         composed = ((coef[:rank] / self.root).reshape(rank, groups, n_classes),
                     (coef[rank] / self.root).reshape(groups, n_classes))
         return {"composed": composed, "least_squares": least_squares}
@@ -436,9 +406,10 @@ def extrinsic_distances(
         if not others:
             continue
         tick = time.monotonic()
-        U, rank = _source_basis(tensors[i], settings.multiplier)
-        Z = U * math.sqrt(n)
-        pair_maps = {j: _PairMaps(U, None if map_weights is None else _as_tensor(map_weights[i, j], settings))
+        design = factorise(tensors[i], settings.multiplier, settings.dtype, settings.device).affine_design()
+        rank = design.shape[1] - 1
+        Z = design[:, :rank] * math.sqrt(n)
+        pair_maps = {j: _PairMaps(design, None if map_weights is None else _as_tensor(map_weights[i, j], settings))
                      for j in others}
         task_starts = [pair_maps[j].starts(task_logits[j]) for j in others]
         heads = _Heads(

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .linalg import FLOAT32_EPS, numerical_rank
+from .linalg import FLOAT32_EPS, Factors, WeightedLeastSquares, factorise, weighted_fit
 
 log = logging.getLogger(__name__)
 
@@ -92,44 +92,6 @@ class SolverSettings:
     iterate_dtype: torch.dtype | None = None  # e.g. float32: faster iterations, bounds certified in dtype
 
 
-@dataclass
-class Factors:
-    """One encoder, factorised once: centred ``Q diag(s) Vt`` and uncentred ``Q_raw diag(s_raw)``."""
-
-    Q: torch.Tensor  # (N, r) orthonormal basis of the centred column space
-    s: torch.Tensor  # (r,)
-    Vt: torch.Tensor  # (r, D)
-    Q_raw: torch.Tensor  # (N, r_raw) basis of the uncentred column space (for d_lin)
-    s_raw: torch.Tensor
-    dim: int
-    row_norm_max: float  # largest centred row norm: the scale of atol
-    raw_row_norm_max: float
-
-    @property
-    def rank(self) -> int:
-        return int(self.s.numel())
-
-
-def factorise(X: np.ndarray | torch.Tensor, multiplier: float, dtype: torch.dtype, device: torch.device | str,
-              uncentred: bool = True) -> Factors:
-    X = torch.as_tensor(np.array(X) if not isinstance(X, torch.Tensor) else X).to(device=device, dtype=dtype)
-    n, dim = X.shape
-    centred = X - X.mean(dim=0)
-    U, s, Vt = torch.linalg.svd(centred, full_matrices=False)
-    raw_row_norm_max = float(torch.linalg.vector_norm(X, dim=1).max())
-    r = numerical_rank(s, n, dim, multiplier, raw_row_norm_max)
-    if uncentred:
-        U_raw, s_raw, _ = torch.linalg.svd(X, full_matrices=False)
-        r_raw = numerical_rank(s_raw, n, dim, multiplier, raw_row_norm_max)
-        U_raw, s_raw = U_raw[:, :r_raw].contiguous(), s_raw[:r_raw]
-    else:
-        U_raw, s_raw = X.new_zeros((n, 0)), X.new_zeros(0)
-    return Factors(
-        U[:, :r].contiguous(), s[:r].clone(), Vt[:r].clone(), U_raw, s_raw.clone(), dim,
-        float(torch.linalg.vector_norm(centred, dim=1).max()), raw_row_norm_max,
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # the minimax solver
 
@@ -142,32 +104,6 @@ class MinimaxResult:
     coef: torch.Tensor  # (B, p, q) coefficients of the best map on the design
     iterations: torch.Tensor  # (B,)
     weights: torch.Tensor  # (B, N) the weights whose weighted least-squares fit is the best map
-
-
-def _weighted_fit(
-    design: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Weighted least squares of each target on the design; returns (coef (b, p, q), residual norms (b, N)).
-
-    ``rows`` restricts the fit to rows that carry weight (all rows still get a residual).
-    """
-    sub_design = design if rows is None else design[rows]
-    sub_targets = targets if rows is None else targets[:, rows]
-    sub_weights = weights if rows is None else weights[:, rows]
-    weighted = sub_design.unsqueeze(0) * sub_weights.unsqueeze(2)  # (b, m, p)
-    gram = weighted.transpose(1, 2) @ sub_design  # (b, p, p)
-    rhs = weighted.transpose(1, 2) @ sub_targets  # (b, p, q)
-    del weighted
-    # a tiny ridge keeps the Cholesky alive when the weight sits on fewer than p rows
-    eye = torch.eye(design.shape[1], dtype=design.dtype, device=design.device)
-    scale = gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None]
-    ridge = 1e-13 if design.dtype == torch.float64 else 1e-6
-    factor, info = torch.linalg.cholesky_ex(gram + ridge * scale * eye)
-    if bool((info > 0).any()):
-        factor = torch.linalg.cholesky(gram + 1e4 * ridge * scale * eye)
-    coef = torch.cholesky_solve(rhs, factor)
-    residual = torch.linalg.vector_norm(targets - design @ coef, dim=2)
-    return coef, residual
 
 
 def minimax_fit(
@@ -210,7 +146,7 @@ def minimax_fit(
             coef = design.T @ targets  # least squares on orthonormal columns: a projection
             residual = torch.linalg.vector_norm(targets - design @ coef, dim=2)
         else:
-            coef, residual = _weighted_fit(design, targets[active], w, None if len(rows) == n else rows)
+            coef, residual = weighted_fit(design, targets[active], w, None if len(rows) == n else rows)
         step_upper = residual.max(dim=1).values
         step_lower = torch.sqrt((w * residual**2).sum(dim=1))
         if step == 1:
@@ -236,10 +172,10 @@ def minimax_fit(
         return MinimaxResult(upper, torch.minimum(lower, upper), least_squares, coef_best, iterations, weights_best)
     # certify in full precision: the best map, the best lower-bound weights, and least squares
     uniform = torch.full_like(weights_best, 1.0 / n, dtype=exact_design.dtype)
-    coef_ls, residual_ls = _weighted_fit(exact_design, exact_targets, uniform)
-    coef_up, residual_up = _weighted_fit(exact_design, exact_targets, weights_best.to(exact_design.dtype))
+    coef_ls, residual_ls = weighted_fit(exact_design, exact_targets, uniform)
+    coef_up, residual_up = weighted_fit(exact_design, exact_targets, weights_best.to(exact_design.dtype))
     w_low = weights_lower.to(exact_design.dtype)
-    _, residual_low = _weighted_fit(exact_design, exact_targets, w_low)
+    _, residual_low = weighted_fit(exact_design, exact_targets, w_low)
     ls_value, up_value = residual_ls.max(dim=1).values, residual_up.max(dim=1).values
     use_ls = ls_value < up_value
     upper_exact = torch.where(use_ls, ls_value, up_value)
@@ -340,7 +276,7 @@ def pairwise_intrinsic(
     wanted = set(settings.measures)
     timer: dict[str, float] = {"factorise": 0.0, "baselines": 0.0, "d_aff": 0.0, "d_lin": 0.0}
     started = time.monotonic()
-    factors = [factorise(rep, settings.multiplier, settings.dtype, settings.device, "d_lin" in wanted)
+    factors = [factorise(rep, settings.multiplier, settings.dtype, settings.device, uncentred="d_lin" in wanted)
                for rep in representations]
     timer["factorise"] = time.monotonic() - started
     matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
@@ -360,8 +296,7 @@ def pairwise_intrinsic(
         timer["baselines"] += time.monotonic() - tick
         tick = time.monotonic()
         if wanted & {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"}:
-            design = torch.cat([fi.Q, fi.Q.new_full((n, 1), 1.0 / math.sqrt(n))], dim=1)
-            for block, result in _solve_blocks(design, target_parts, others, settings):
+            for block, result in _solve_blocks(fi.affine_design(), target_parts, others, settings):
                 matrices["d_aff"][i, block] = result.upper.cpu().numpy()
                 matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
                 matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
@@ -435,20 +370,19 @@ def affine_map(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rebuild the affine map ``x -> x @ A + b`` of X's encoder onto Y's from its solver weights.
 
-    It is the weighted least-squares fit (same rank rule, same design as the engine), so with the
-    weights stored by :func:`pairwise_intrinsic` its largest residual is that pair's ``d_aff``.
+    It is the weighted least-squares fit (same rank rule, same design, same routine as the engine),
+    so with the weights stored by :func:`pairwise_intrinsic` its largest residual is that pair's ``d_aff``.
     """
-    fi = factorise(X, multiplier, dtype, "cpu", uncentred=False)
-    n = fi.Q.shape[0]
-    design = torch.cat([fi.Q, fi.Q.new_full((n, 1), 1.0 / math.sqrt(n))], dim=1)
+    fi = factorise(X, multiplier, dtype, "cpu")
     w = torch.as_tensor(np.asarray(weights), dtype=dtype)
     target = torch.as_tensor(np.asarray(Y), dtype=dtype)
-    weighted = design * w[:, None]
-    gram = weighted.T @ design
-    scale = gram.diagonal().mean()
-    coef = torch.linalg.solve(gram + 1e-13 * scale * torch.eye(gram.shape[0], dtype=dtype), weighted.T @ target)
-    # design = [(X - mu) V S^-1, 1/sqrt(n)]  ->  x @ A + b
+    coef = WeightedLeastSquares(fi.affine_design(), w).solve(target)
+    return map_in_original_coordinates(fi, coef)
+
+
+def map_in_original_coordinates(fi: Factors, coef: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, b)`` with ``x @ A + b`` equal to ``[(x - mu) V S^-1, 1/sqrt(N)] @ coef`` (the design's map)."""
+    n = fi.Q.shape[0]
     linear = fi.Vt.T @ (coef[: fi.rank] / fi.s[:, None])
-    mean = torch.as_tensor(np.asarray(X), dtype=dtype).mean(dim=0)
-    bias = coef[fi.rank] / math.sqrt(n) - mean @ linear
-    return linear.numpy(), bias.numpy()
+    bias = coef[fi.rank] / math.sqrt(n) - fi.mean @ linear
+    return linear.cpu().numpy(), bias.cpu().numpy()

@@ -1,4 +1,11 @@
-"""Shared linear algebra: devices, dtypes, the numerical-rank rule and memory-bounded blocks.
+"""Shared linear algebra, one home for each piece: devices, dtypes, the numerical-rank rule, the
+factorisation of a representation matrix, weighted least squares and memory-bounded blocks.
+
+Every measure that needs an encoder's column space (intrinsic, extrinsic, the library API) takes it
+from :func:`factorise`, and every weighted least-squares fit (the minimax solvers, the map rebuilt
+by :func:`affine_homotopy.intrinsic.affine_map`, the extrinsic stage's composed start) runs through
+:class:`WeightedLeastSquares`. Lemma 5.2's guarantee (``d_psi <= bound``) rests on the extrinsic
+stage rebuilding exactly the intrinsic stage's map, which is why both share these two routines.
 
 The rank rule (the paper's "rank to precision eps"): a singular value ``s`` of the centred
 representation matrix counts when ``s > n * sigma_1 * eps(float32) * max(N, D)``, with ``n`` the
@@ -10,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -78,3 +86,123 @@ def rms(X: np.ndarray) -> float:
     """Root mean square of the centred entries of X."""
     centred = X - X.mean(axis=0, keepdims=True)
     return float(math.sqrt(float(np.mean(centred.astype(np.float64) ** 2))))
+
+
+# ---------------------------------------------------------------------------------------------
+# the factorisation of one encoder's representations
+
+
+@dataclass
+class Factors:
+    """One encoder, factorised once: centred ``X - mean = Q diag(s) Vt`` under the rank rule, and
+    optionally the uncentred ``X = Q_raw diag(s_raw) ...`` (for the linear, bias-free measures)."""
+
+    Q: torch.Tensor  # (N, r) orthonormal basis of the centred column space
+    s: torch.Tensor  # (r,) singular values, descending
+    Vt: torch.Tensor  # (r, D)
+    mean: torch.Tensor  # (D,) column means
+    Q_raw: torch.Tensor  # (N, r_raw) basis of the uncentred column space; (N, 0) unless asked for
+    s_raw: torch.Tensor
+    dim: int
+    row_norm_max: float  # largest centred row norm: the scale of the solvers' float32 floor
+    raw_row_norm_max: float
+
+    @property
+    def rank(self) -> int:
+        return int(self.s.numel())
+
+    def affine_design(self) -> torch.Tensor:
+        """``[Q, 1/sqrt(N)]`` (N, r + 1): orthonormal columns spanning every affine image of the encoder."""
+        n = self.Q.shape[0]
+        return torch.cat([self.Q, self.Q.new_full((n, 1), 1.0 / math.sqrt(n))], dim=1)
+
+
+def factorise(
+    X: np.ndarray | torch.Tensor, multiplier: float = 5.0, dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu", uncentred: bool = False,
+) -> Factors:
+    """Thin SVD of the centred ``X`` (N, D), truncated by the rank rule (module docstring).
+
+    ``uncentred`` also factorises ``X`` itself (for ``d_lin``). The SVD is computed directly (not
+    from the D x D Gram matrix, which would square the condition number); on the sizes of this
+    study it costs about as much as forming that Gram matrix.
+    """
+    X = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X).to(device=device, dtype=dtype)
+    if X.ndim != 2:
+        raise ValueError(f"representations must be a 2-D (N, D) array, got shape {tuple(X.shape)}")
+    n, dim = X.shape
+    mean = X.mean(dim=0)
+    centred = X - mean
+    U, s, Vt = torch.linalg.svd(centred, full_matrices=False)
+    raw_row_norm_max = float(torch.linalg.vector_norm(X, dim=1).max())
+    r = numerical_rank(s, n, dim, multiplier, raw_row_norm_max)
+    if uncentred:
+        U_raw, s_raw, _ = torch.linalg.svd(X, full_matrices=False)
+        r_raw = numerical_rank(s_raw, n, dim, multiplier, raw_row_norm_max)
+        U_raw, s_raw = U_raw[:, :r_raw].contiguous(), s_raw[:r_raw].clone()
+    else:
+        U_raw, s_raw = X.new_zeros((n, 0)), X.new_zeros(0)
+    return Factors(
+        U[:, :r].contiguous(), s[:r].clone(), Vt[:r].clone(), mean, U_raw, s_raw, dim,
+        float(torch.linalg.vector_norm(centred, dim=1).max()), raw_row_norm_max,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# weighted least squares
+
+
+def _ridge(dtype: torch.dtype) -> float:
+    # relative to the Gram matrix's mean diagonal: keeps the Cholesky alive when the weight sits on
+    # fewer rows than columns, far below anything that changes a fit
+    return 1e-13 if dtype == torch.float64 else 1e-6
+
+
+class WeightedLeastSquares:
+    """``min_C sum_n w_bn ||y_bn - x_n C_b||^2`` for a batch of weight vectors on one shared design.
+
+    ``design`` (N, p) must have full column rank on the weighted rows; ``weights`` (B, N) or (N,)
+    are non-negative. ``rows`` (indices) restricts the Gram matrix to the rows that carry weight
+    (rows outside it must have weight 0). The normal equations ``M_b = X^T W_b X`` are factorised
+    (Cholesky, with a tiny relative ridge) once, so any number of right-hand sides can be solved.
+    """
+
+    def __init__(self, design: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None = None) -> None:
+        self.single = weights.ndim == 1
+        weights = weights[None] if self.single else weights
+        self.design, self.rows = design, rows
+        sub_design = design if rows is None else design[rows]
+        sub_weights = weights if rows is None else weights[:, rows]
+        self.weighted = sub_design.unsqueeze(0) * sub_weights.unsqueeze(2)  # (B, m, p)
+        gram = self.weighted.transpose(1, 2) @ sub_design  # (B, p, p)
+        eye = torch.eye(design.shape[1], dtype=design.dtype, device=design.device)
+        scale = gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None]
+        ridge = _ridge(design.dtype)
+        factor, info = torch.linalg.cholesky_ex(gram + ridge * scale * eye)
+        if bool((info > 0).any()):
+            factor = torch.linalg.cholesky(gram + 1e4 * ridge * scale * eye)
+        self.factor = factor
+
+    def solve(self, targets: torch.Tensor) -> torch.Tensor:
+        """Coefficients (B, p, q) for targets (B, N, q), or (p, q) for (N, q) with a single weight vector."""
+        single = targets.ndim == 2
+        targets = targets[None] if single else targets
+        sub_targets = targets if self.rows is None else targets[:, self.rows]
+        coef = torch.cholesky_solve(self.weighted.transpose(1, 2) @ sub_targets, self.factor)
+        return coef[0] if single and self.single else coef
+
+    def leverages(self) -> torch.Tensor:
+        """``k_n = x_n M^-1 x_n^T`` for every row of the design (B, N): one N p^2 product per batch entry."""
+        inverse = torch.cholesky_inverse(self.factor)  # (B, p, p)
+        return ((self.design @ inverse) * self.design).sum(dim=2)
+
+
+def weighted_fit(
+    design: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weighted least squares of each target (B, N, q) on the design; (coef (B, p, q), residual norms (B, N)).
+
+    Every row gets a residual, including those left out by ``rows``.
+    """
+    coef = WeightedLeastSquares(design, weights, rows).solve(targets)
+    return coef, torch.linalg.vector_norm(targets - design @ coef, dim=2)

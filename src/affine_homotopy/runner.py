@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .config import ConfigError
+from .errors import AffineHomotopyError
 
-EXPECTED_ERRORS = (ConfigError, FloatingPointError)
+EXPECTED_ERRORS = (AffineHomotopyError,)
 
 
 def configure_logging(log_path: str | None) -> logging.Logger:

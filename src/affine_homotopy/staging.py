@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError
+from .errors import DataError, StagingError
 from .io import fingerprint_frame, read_json, write_json, write_parquet
 from .tasks import load_glue_hub
 
@@ -46,13 +46,13 @@ def stage_model(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[st
         weights = ["*.safetensors"] if any(f.endswith(".safetensors") for f in files) else ["pytorch_model.bin"]
         snapshot_download(model, revision=info.sha, local_dir=dest, allow_patterns=MODEL_FILES + weights)
     except Exception as error:  # hub errors come in many types: name them all the same way
-        raise ConfigError(
+        raise StagingError(
             f"encoder '{name}': could not download {model!r} (revision {revision or 'main'}) from the "
             f"Hugging Face hub: {type(error).__name__}: {error}. Tried: huggingface_hub.snapshot_download "
             f"of the weights and tokenizer. " + _manual_hint(name, dest)
         ) from error
     if not (dest / "config.json").is_file():
-        raise ConfigError(f"encoder '{name}': the download of {model!r} has no config.json. " + _manual_hint(name, dest))
+        raise StagingError(f"encoder '{name}': the download of {model!r} has no config.json. " + _manual_hint(name, dest))
     record = {"model": model, "requested_revision": revision, "commit": info.sha, "weights": weights}
     write_json(dest / MARKER, record)
     log.info("staged %s at commit %s in %s", model, info.sha, dest)
@@ -63,7 +63,7 @@ def staged_model_dir(name: str, dest: str | Path) -> tuple[Path, str]:
     """The staged folder and commit of a hub encoder; a named error when it was not staged."""
     dest = Path(dest)
     if not (dest / MARKER).is_file() or not (dest / "config.json").is_file():
-        raise ConfigError(
+        raise StagingError(
             f"encoder '{name}': no staged model at {dest} (missing {MARKER} or config.json). Run the "
             f"download stage first (snakemake --cores 1 {dest / MARKER}), on a machine with internet."
         )
@@ -77,7 +77,7 @@ def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[str
     for split in ("train", "dev"):
         frame = load_glue_hub(spec["glue_task"], split)
         if frame.empty:
-            raise ConfigError(
+            raise DataError(
                 f"task '{name}': split {split} of nyu-mll/glue/{spec['glue_task']} is empty after download; "
                 f"place a GLUE folder by hand and use 'source: glue_dir'."
             )
@@ -90,7 +90,7 @@ def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[str
 def staged_task_file(name: str, dest: str | Path, split: str) -> Path:
     path = Path(dest) / f"{split}.parquet"
     if not path.is_file() or not (Path(dest) / MARKER).is_file():
-        raise ConfigError(
+        raise StagingError(
             f"task '{name}': no staged data at {path}. Run the download stage first "
             f"(snakemake --cores 1 {Path(dest) / MARKER}), on a machine with internet."
         )

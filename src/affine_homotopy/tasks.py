@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from .config import ConfigError
+from .errors import ConfigError, DataError, StagingError
 
 SPLITS = ("train", "dev")
 
@@ -58,6 +58,9 @@ GLUE_FORMATS: dict[str, GlueFormat] = {
     ),
 }
 
+# The GLUE tasks the workflow knows (the one list: the config schema's enum is checked against it)
+GLUE_TASKS: tuple[str, ...] = tuple(GLUE_FORMATS)
+
 # Probe metrics beyond accuracy, as reported for GLUE.
 GLUE_METRICS: dict[str, tuple[str, ...]] = {
     "mrpc": ("accuracy", "f1"),
@@ -93,7 +96,7 @@ def glue_dir_files(root: str | Path, glue_task: str) -> dict[str, Path]:
 
 
 def read_glue_tsv(path: str | Path, glue_task: str) -> pd.DataFrame:
-    """Parse one GLUE TSV file; malformed input raises ConfigError naming the file and line."""
+    """Parse one GLUE TSV file; malformed input raises DataError naming the file and line."""
     fmt = GLUE_FORMATS[glue_task]
     path = Path(path)
     with open(path, encoding="utf-8-sig", newline="") as handle:  # utf-8-sig: MRPC has a BOM
@@ -101,7 +104,7 @@ def read_glue_tsv(path: str | Path, glue_task: str) -> pd.DataFrame:
     if lines and lines[-1] == "":
         lines.pop()
     if not lines or (fmt.header and len(lines) == 1):
-        raise ConfigError(f"{path}: file is empty (no examples). Re-extract the GLUE {fmt.folder} data.")
+        raise DataError(f"{path}: file is empty (no examples). Re-extract the GLUE {fmt.folder} data.")
     columns: dict[str | int, int]
     first = 0
     if fmt.header:
@@ -109,7 +112,7 @@ def read_glue_tsv(path: str | Path, glue_task: str) -> pd.DataFrame:
         wanted = [c for c in (fmt.text_a, fmt.text_b, fmt.label) if c is not None]
         missing = [c for c in wanted if c not in header]
         if missing:
-            raise ConfigError(
+            raise DataError(
                 f"{path}, line 1: header lacks column(s) {missing}; found {header}. Expected the "
                 f"GLUE {fmt.folder} layout."
             )
@@ -122,13 +125,13 @@ def read_glue_tsv(path: str | Path, glue_task: str) -> pd.DataFrame:
     for number, line in enumerate(lines[first:], start=first + 1):
         fields = line.rstrip("\r").split("\t")
         if len(fields) < width:
-            raise ConfigError(
+            raise DataError(
                 f"{path}, line {number}: expected at least {width} tab-separated fields, found "
                 f"{len(fields)}: {line[:80]!r}"
             )
         raw_label = fields[columns[fmt.label]].strip()
         if raw_label not in fmt.labels:
-            raise ConfigError(
+            raise DataError(
                 f"{path}, line {number}: label {raw_label!r} is not one of {sorted(fmt.labels)}."
             )
         text_b = fields[columns[fmt.text_b]] if fmt.text_b is not None else None
@@ -145,7 +148,7 @@ def load_glue_hub(glue_task: str, split: str) -> pd.DataFrame:
     try:
         dataset = datasets.load_dataset("nyu-mll/glue", glue_task, split=hf_split)
     except Exception as error:  # datasets raises many types for network/cache failures
-        raise ConfigError(
+        raise StagingError(
             f"task '{glue_task}': could not load nyu-mll/glue ({glue_task}, split {hf_split}) from "
             f"the Hugging Face hub: {type(error).__name__}: {error}. Pre-download it on a machine "
             "with internet (python -c \"import datasets; datasets.load_dataset('nyu-mll/glue', "
@@ -193,7 +196,7 @@ def load_task_split(name: str, spec: Mapping[str, Any], split: str, staged: str 
         frame = frame.iloc[:limit]
     frame = frame.reset_index(drop=True)
     if frame.empty:
-        raise ConfigError(f"task '{name}', split {split}: no examples.")
+        raise DataError(f"task '{name}', split {split}: no examples.")
     if frame["label"].nunique() < 2 and split == "train":
-        raise ConfigError(f"task '{name}': the fit split has a single label; probes need >= 2 classes.")
+        raise DataError(f"task '{name}': the fit split has a single label; probes need >= 2 classes.")
     return frame

@@ -1,0 +1,33 @@
+"""Error types of the project: one per kind of problem, all importable without side effects.
+
+Every error a user can cause (a bad config, bad data, a model that cannot be staged, arrays that
+cannot be compared) is one of these, with a message that names the key or file, the value found and
+the fix. Workflow jobs catch :class:`AffineHomotopyError` and end with that one message (no
+traceback); anything else is a bug and keeps its traceback.
+
+``ConfigError`` and ``DataError`` are also ``ValueError`` (the library API raises them for bad
+arguments); ``NumericalError`` is also ``FloatingPointError`` (non-finite representations, a broken
+bound).
+"""
+
+from __future__ import annotations
+
+
+class AffineHomotopyError(Exception):
+    """Base class of every expected, user-facing error of this project."""
+
+
+class ConfigError(AffineHomotopyError, ValueError):
+    """A study configuration that breaks the schema or its semantic checks (raised before any job)."""
+
+
+class DataError(AffineHomotopyError, ValueError):
+    """Input data that cannot be used: a malformed task file, an empty split, mismatched arrays."""
+
+
+class StagingError(AffineHomotopyError, OSError):
+    """A model or data set that could not be fetched or found (hub, local cache, package, folder)."""
+
+
+class NumericalError(AffineHomotopyError, FloatingPointError):
+    """Non-finite representations, or a result that breaks a proven inequality (a bug, not a finding)."""
