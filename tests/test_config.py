@@ -40,7 +40,7 @@ def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
 
 
 def test_shipped_configs_are_valid(schema_path) -> None:
-    for name in ("demo.yaml", "config.yaml"):
+    for name in ("demo.yaml", "config.yaml", "training_dynamics.yaml"):
         config = yaml.safe_load((REPO / "config" / name).read_text())
         check_config(config, schema_path)
 
@@ -48,7 +48,7 @@ def test_shipped_configs_are_valid(schema_path) -> None:
 @pytest.mark.parametrize(
     "mutate,expected",
     [
-        (lambda c: c["encoders"]["a"].update(source="hff"), r"'encoders\.a\.source' has value 'hff'; allowed values: hf, path, package, derived"),
+        (lambda c: c["encoders"]["a"].update(source="hff"), r"'encoders\.a\.source' has value 'hff'; allowed values: hf, path, package, pypi, derived"),
         (lambda c: c["tasks"]["s"].update(source="csv"), r"'tasks\.s\.source' has value 'csv'; allowed values: glue, glue_dir, synthetic"),
         (lambda c: c.update(layers=[1, 7]), r"encoder 'a' has depth 2 .*layer\(s\) \[7\] do not exist"),
         (lambda c: c["encoders"]["b"].update(base="zzz"), r"'encoders\.b\.base' has value 'zzz', which is not an encoder"),
@@ -67,6 +67,13 @@ def test_shipped_configs_are_valid(schema_path) -> None:
          r"'tasks\.g\.path' has value '/nonexistent', but the train file .* does not exist"),
         (lambda c: c["tasks"].update(mytask={"source": "glue"}), r"'tasks\.mytask' needs 'glue_task'"),
         (lambda c: c.update(analysis={"encoder_group": ["a", "nope"]}), r"unknown encoder\(s\) \['nope'\]"),
+        (lambda c: c.update(layers={"relative": [0.5, 1.5]}), r"'layers\.relative' has value \[0\.5, 1\.5\]: 1\.5 is outside \(0, 1\]"),
+        (lambda c: c.update(layers=["last", 2]), r"'layers' has value \['last', 2\]: 'last' cannot be combined"),
+        (lambda c: c.update(layers={"relative": [0.5]}, analysis={"table_layer": 2}),
+         r"'analysis\.table_layer' has value 2, which is not one of the configured layer positions \[0\.5\]"),
+        (lambda c: c.update(analysis={"rank_deficiency": {"layer": "last"}}),
+         r"'analysis\.rank_deficiency\.layer' has value 'last', which is not one of the configured"),
+        (lambda c: c["encoders"]["a"].update(pooling="max"), r"'encoders\.a\.pooling' has value 'max'; allowed values: mean, cls, last"),
     ],
 )
 def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None:
@@ -84,3 +91,50 @@ def test_unreachable_hub_names_the_model_and_the_fixes(monkeypatch) -> None:
     message = str(error.value)
     assert "no-such-org/no-such-model" in message and "source: path" in message
     assert "huggingface-cli download" in message
+
+
+def test_relative_and_last_layers_pass_whatever_the_depth(tiny_models, schema_path) -> None:
+    for layers in ({"relative": [0.5, 1.0]}, ["last"]):
+        config = base_config(tiny_models)
+        config.update(layers=layers, analysis={"table_layer": "last" if layers == ["last"] else 0.5})
+        check(config, schema_path)
+
+
+def test_decoder_without_padding_token_fails_before_any_job(tmp_path, schema_path) -> None:
+    from .conftest import write_tiny_decoder
+
+    folder = write_tiny_decoder(tmp_path / "gpt", "gpt2", layers=2)
+    config = {"run_name": "t", "tasks": {"s": {"source": "synthetic", "generator": "synthetic_sentiment"}},
+              "layers": ["last"], "encoders": {"gpt": {"source": "path", "path": str(folder), "pooling": "last"},
+                                               "gpt_aff": {"source": "derived", "base": "gpt",
+                                                           "transform": "random_affine"}}}
+    with pytest.raises(ConfigError, match=r"encoder 'gpt': its tokenizer has no padding token, which batching needs "
+                                          r"\(pooling 'last'\); config key 'encoders\.gpt\.pad_token' is not set\. "
+                                          r"Fix: set 'pad_token: eos'"):
+        check(config, schema_path)
+    config["encoders"]["gpt"]["pad_token"] = "eos"
+    check(config, schema_path)
+
+
+
+@pytest.mark.parametrize(
+    "section,expected",
+    [
+        ({"worst_search": {"radius": 0}}, r"'extrinsic\.worst_search\.radius' has value 0; it must be > 0"),
+        ({"worst_search": {"radius": -1.5}}, r"'extrinsic\.worst_search\.radius' has value -1\.5; it must be > 0"),
+        ({"random_probes": {"method": "adam"}}, r"'extrinsic\.random_probes\.method' has value 'adam'; allowed values: sgd, lbfgs"),
+        ({"random_probes": {"learning_rates": [0.1, 0]}}, r"'extrinsic\.random_probes\.learning_rates\.1' has value 0"),
+    ],
+)
+def test_bad_worst_case_settings_are_named(tiny_models, schema_path, section, expected) -> None:
+    config = base_config(tiny_models)
+    config["extrinsic"] = section
+    with pytest.raises(ConfigError, match=expected):
+        check(config, schema_path)
+
+
+def test_worst_case_defaults_are_the_papers_protocol(tiny_models, schema_path) -> None:
+    extrinsic = check(base_config(tiny_models), schema_path)["extrinsic"]
+    assert extrinsic["random_probes"] == {"method": "sgd", "epochs": 20, "batch_size": 64,
+                                          "learning_rates": [0.01, 0.1, 0.2, 0.4], "l2": 0, "seed": 42}
+    assert extrinsic["worst_search"]["radius"] is None and extrinsic["worst_search"]["steps"] > 0

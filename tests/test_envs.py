@@ -1,4 +1,5 @@
-"""The conda environments pin exactly the versions pyproject.toml pins (they must not drift)."""
+"""One set of exact versions for the study: constraints.txt. The conda environments pin exactly those
+versions, every pin lies in the range pyproject.toml allows, and every dependency has a pin."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import re
 import tomllib
 
 import yaml
+from packaging.requirements import Requirement
 
-from .conftest import REPO
+from .conftest import REPO, rule_blocks
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
 
@@ -16,33 +18,65 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def python_requirements() -> dict[str, str]:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+def constraints() -> dict[str, str]:
     pins = {}
-    for requirement in project["dependencies"] + project["optional-dependencies"]["test"]:
-        match = PIN.match(requirement)
-        assert match, f"pyproject.toml: {requirement!r} is not an exact pin (name==version)"
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = PIN.match(line)
+        assert match, f"constraints.txt: {line!r} is not an exact pin (name==version)"
+        assert canonical(match[1]) not in pins, f"constraints.txt pins {match[1]} twice"
         pins[canonical(match[1])] = match[2]
+    assert len(pins) >= 10, "constraints.txt holds fewer pins than the study's direct dependencies"
     return pins
 
 
-def test_every_env_pins_the_python_requirements() -> None:
-    required = python_requirements()
+def requirements() -> list[Requirement]:
+    """Every requirement of pyproject.toml: the core and all extras (self-references left out)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    listed = list(project["dependencies"]) + [r for extra in project["optional-dependencies"].values() for r in extra]
+    return [Requirement(r) for r in listed if canonical(Requirement(r).name) != canonical(project["name"])]
+
+
+def test_every_env_pins_the_constraints() -> None:
+    pins = constraints()
     envs = sorted((REPO / "envs").glob("*.yaml"))
     assert envs, "no envs/*.yaml found"
     for env in envs:
         spec = yaml.safe_load(env.read_text())
         pip_section = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict) and "pip" in d)
         assert "python=3.11" in spec["dependencies"], f"{env.name}: python=3.11 not pinned"
+        assert pip_section, f"{env.name}: empty pip section"
         for line in pip_section:
             match = PIN.match(line)
             assert match, f"{env.name}: {line!r} is not an exact pin"
             name, version = canonical(match[1]), match[2]
-            assert name in required, f"{env.name}: {name} is not a requirement in pyproject.toml"
-            assert required[name] == version, f"{env.name}: {name}=={version}, pyproject.toml pins {required[name]}"
+            assert name in pins, f"{env.name}: {name} is not pinned in constraints.txt"
+            assert pins[name] == version, f"{env.name}: {name}=={version}, constraints.txt pins {pins[name]}"
+
+
+def test_every_dependency_is_pinned_within_its_range() -> None:
+    pins = constraints()
+    for requirement in requirements():
+        name = canonical(requirement.name)
+        assert name in pins, f"pyproject.toml requires {requirement}, but constraints.txt does not pin it"
+        assert requirement.specifier.contains(pins[name], prereleases=True), \
+            f"constraints.txt pins {name}=={pins[name]}, outside pyproject.toml's range {requirement}"
+    assert pins["torch"] == "2.13.0"  # the CPU wheel on the project's machines (a range must not pull CUDA)
+
+
+def test_the_core_library_has_ranges_not_pins() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {canonical(Requirement(r).name): Requirement(r) for r in project["dependencies"]}
+    assert set(core) == {"numpy", "scipy", "torch"}
+    for name, requirement in core.items():
+        bounds = {spec.operator for spec in requirement.specifier}
+        assert ">=" in bounds and "<" in bounds, f"{name}: needs a lower bound and an upper range, got {requirement}"
 
 
 def test_every_rule_uses_an_existing_env() -> None:
-    for rules in (REPO / "workflow" / "rules").glob("*.smk"):
-        for env in re.findall(r'conda:\s*\n\s*"([^"]+)"', rules.read_text()):
-            assert (rules.parent / env).resolve().is_file(), f"{rules.name}: {env} does not exist"
+    for file, name, block in rule_blocks():
+        env = re.search(r'(?m)^    conda:\n        "([^"]+)"', block)
+        assert env, f"{file}: rule {name} has no conda environment"
+        assert (REPO / "workflow" / "rules" / env[1]).resolve().is_file(), f"{file}: rule {name}: {env[1]} does not exist"

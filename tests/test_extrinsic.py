@@ -126,3 +126,235 @@ def test_deterministic(study, task) -> None:
     again = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms)
     np.testing.assert_array_equal(again.d_psi, result.d_psi)
     np.testing.assert_array_equal(again.d_worst, result.d_worst)
+
+
+# ---------------------------------------------------------------------------------------------
+# the worst case: paper-style d_worst and the searched d_worst_search
+
+
+@pytest.fixture(scope="module")
+def worst(study, task):
+    """Random-label probes by the paper's SGD protocol, the search with aimed classifiers and ascent
+    steps, and d_aff so that every evaluated classifier is checked against its own bound."""
+    from affine_homotopy.probes import fit_random_probes_sgd
+
+    reps, probes, intrinsic, _ = study
+    randoms = [fit_random_probes_sgd(r, random_labels(len(task[1]), 2, range(4)), 2, epochs=5) for r in reps]
+    settings = ExtrinsicSettings(search_steps=3, search_candidates=4)
+    result = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms, settings, intrinsic.matrices["d_aff"])
+    return reps, probes, randoms, intrinsic, result
+
+
+def test_worst_case_ordering_and_every_classifiers_bound(worst) -> None:
+    _, probes, randoms, intrinsic, result = worst
+    off = ~np.eye(len(probes), dtype=bool)
+    assert np.all(result.d_psi <= result.d_worst) and np.all(result.d_worst <= result.d_worst_search)
+    assert np.all(np.diag(result.d_worst_search) == 0) and np.all(result.d_worst_search <= np.sqrt(2))
+    assert result.bound_violations.sum() == 0 and np.all(result.bound_violations >= 0)
+    # bound_worst = c max_k ||W_k|| d_aff over evaluated classifiers: at least the task probe's bound,
+    # at most the ball's (every classifier lies in it), and above d_worst_search
+    bound = lemma_bound(probes, intrinsic.matrices["d_aff"])
+    ball = softmax_lipschitz() * result.radius[None, :] * intrinsic.matrices["d_aff"]
+    assert np.all(result.bound_worst[off] >= bound[off] * (1 - 1e-12))
+    assert np.all(result.bound_worst[off] <= ball[off] * (1 + 1e-9))
+    assert np.all(result.d_worst_search[off] <= result.bound_worst[off] * (1 + 1e-6) + 1e-9)
+    # the ball's radius: the largest norm among each target's classifiers (random and task)
+    for j, (probe, rp) in enumerate(zip(probes, randoms)):
+        assert result.radius[j] == pytest.approx(max(np.linalg.norm(probe.weight, 2), *rp.norms()), rel=1e-9)
+
+
+def test_searched_values_are_attained_inside_the_ball(worst) -> None:
+    """Independent check: each pair's searched classifier and map reproduce the reported value."""
+    reps, _, _, _, result = worst
+    assert len(result.searched) == 4 * 3
+    for (i, j), found in result.searched.items():
+        target = softmax(reps[j] @ found.W + found.b)  # inverse temperature 1
+        mapped = softmax(reps[i] @ found.linear + found.bias)
+        assert np.linalg.norm(target - mapped, axis=1).max() == pytest.approx(found.value, rel=1e-7, abs=1e-10)
+        assert np.linalg.norm(found.W, 2) <= result.radius[j] * (1 + 1e-9)
+        assert result.d_worst_search[i, j] == pytest.approx(max(result.d_worst[i, j], found.value), rel=1e-12)
+
+
+def test_search_beats_flat_random_probes(task) -> None:
+    """A truncated source cannot reproduce what its target has in the dropped directions: classifiers
+    aimed there (and the ascent) find a larger distance than nearly flat random-label probes."""
+    x, _ = task
+    y = (x[:, 0] > 0).astype(int)  # the task lives in the leading direction, which the truncation keeps
+    truncated, _, _ = svd_truncate(x, x[:2], fraction=0.3)
+    reps = [truncated, x]
+    probes = [fit_softmax_probe(r, y, 2, l2_grid=[1e-2]) for r in reps]
+    flat = [fit_softmax_probes(r, random_labels(len(y), 2, range(3)), 2, 10.0) for r in reps]
+    intrinsic = pairwise_intrinsic(reps, settings=SolverSettings(keep_weights=True, measures=("d_aff",)))
+    result = extrinsic_distances(reps, probes, None, intrinsic.weights, flat, ExtrinsicSettings(search_steps=2),
+                                 intrinsic.matrices["d_aff"])
+    assert result.d_worst_search[0, 1] > 1.2 * result.d_worst[0, 1]
+    assert result.bound_violations.sum() == 0
+
+
+def test_no_random_classifiers_search_starts_from_the_task_probe(study, caplog) -> None:
+    from affine_homotopy.probes import ProbeSet
+
+    reps, probes, intrinsic, _ = study
+    empty = [ProbeSet(np.zeros((0, r.shape[1], 2)), np.zeros((0, 2)), 0.0, 0) for r in reps]
+    with caplog.at_level("INFO", logger="affine_homotopy.extrinsic"):
+        result = extrinsic_distances(reps[2:], probes[2:], None, intrinsic.weights[2:, 2:], empty[2:],
+                                     ExtrinsicSettings(search_steps=1, search_candidates=2),
+                                     intrinsic.matrices["d_aff"][2:, 2:])
+    assert "starts from each target's task probe" in caplog.text
+    np.testing.assert_array_equal(result.d_worst, result.d_psi)
+    assert np.all(result.worst_classifier[~np.eye(2, dtype=bool)] == -1)
+    assert np.all(result.d_worst_search >= result.d_worst)
+    np.testing.assert_allclose(result.radius, [np.linalg.norm(p.weight, 2) for p in probes[2:]])
+
+
+def test_configured_radius_bounds_every_classifier(worst) -> None:
+    reps, probes, randoms, intrinsic, _ = worst
+    radius = 0.5 * min(np.linalg.norm(p.weight, 2) for p in probes)
+    result = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms,
+                                 ExtrinsicSettings(search_steps=1, search_candidates=2, search_radius=radius),
+                                 intrinsic.matrices["d_aff"])
+    assert all(np.linalg.norm(found.W, 2) <= radius * (1 + 1e-9) for found in result.searched.values())
+    assert np.all(result.d_worst_search >= result.d_worst) and result.bound_violations.sum() == 0
+    with pytest.raises(ValueError, match="radius must be > 0"):
+        extrinsic_distances(reps, probes, None, None, randoms, ExtrinsicSettings(search_radius=0.0))
+
+
+def test_overflowing_classifier_is_skipped_and_counted(study, task, caplog) -> None:
+    from affine_homotopy.probes import ProbeSet
+
+    reps, probes, intrinsic, _ = study
+    randoms = [fit_softmax_probes(r, random_labels(len(task[1]), 2, range(2)), 2, 1e-2) for r in reps]
+    huge = randoms[1]
+    randoms[1] = ProbeSet(np.concatenate([huge.weight, np.full((1, *huge.weight.shape[1:]), 1e308)]),
+                          np.concatenate([huge.bias, np.zeros((1, 2))]), huge.l2, 0)
+    with caplog.at_level("WARNING", logger="affine_homotopy.extrinsic"):
+        result = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms,
+                                     ExtrinsicSettings(search_steps=1, search_candidates=1), intrinsic.matrices["d_aff"])
+    assert "1 of 3 random classifiers skipped" in caplog.text
+    np.testing.assert_array_equal(result.skipped, [0, 1, 0, 0])
+    for matrix in (result.d_psi, result.d_worst, result.d_worst_search, result.bound_worst):
+        assert np.isfinite(matrix).all()
+    assert all(np.isfinite(float(v)) for row in result.diagnostics for v in row.values() if isinstance(v, float))
+    assert {row["classifiers_skipped"] for row in result.diagnostics if row["mapped_to"] == "1"} == {1}
+
+
+def test_every_classifier_is_checked_against_its_own_bound() -> None:
+    """The per-classifier check: d_k <= c ||W_k|| d_aff, with the rebuilt map's residual where it is larger."""
+    from affine_homotopy.extrinsic import _LemmaCheck
+
+    d_aff = np.array([[0.0, 0.1], [0.2, 0.0]])
+    check = _LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]))
+    check.rebuilt[:] = d_aff
+    check.add(0, 1, np.array([0.04, 0.06, 0.5]), np.array([1.0, 1.0, 10.0]))  # bounds 0.05, 0.05, 0.5
+    check.add(1, 0, np.array([0.1]), np.array([1.0]))  # bound 0.1: equal is fine
+    np.testing.assert_array_equal(check.violations, [[0, 1], [0, 0]])
+    np.testing.assert_allclose(check.bound_worst(), [[0.0, 0.5 * 10 * 0.1], [0.5 * 1 * 0.2, 0.0]])
+    relaxed = _LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]))
+    relaxed.rebuilt[0, 1] = 0.13  # the rebuilt map reaches 0.13 (within 100 floors): Lemma 5.2 allows 0.065
+    relaxed.add(0, 1, np.array([0.06]), np.array([1.0]))
+    assert relaxed.violations.sum() == 0
+    stale = _LemmaCheck(2, d_aff, 1.0, np.array([1e-4, 1e-4]))
+    stale.rebuilt[0, 1] = 0.13  # 300 floors away: d_aff and the weights disagree, d_aff is checked as it is
+    stale.add(0, 1, np.array([0.06]), np.array([1.0]))
+    assert stale.violations.sum() == 1
+
+
+def test_a_broken_bound_is_a_numerical_error(worst) -> None:
+    """check_bounds (run by the extrinsic job before it writes anything) raises on any violation."""
+    from affine_homotopy.errors import NumericalError
+    from affine_homotopy.extrinsic import check_bounds
+
+    _, probes, _, intrinsic, result = worst
+    bound = lemma_bound(probes, intrinsic.matrices["d_aff"])
+    check_bounds(result.d_psi, bound, result.bound_violations)
+    broken = np.zeros_like(result.bound_violations)
+    broken[0, 2] = 3
+    with pytest.raises(NumericalError, match="3 evaluated classifiers .*Lemma 5.2.*bound_worst.csv"):
+        check_bounds(result.d_psi, bound, broken)
+    with pytest.raises(NumericalError, match="Lemma 5.2.*bound.csv"):
+        check_bounds(result.d_psi, bound / 10)
+
+
+def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None:
+    """Finite differences: the unit direction's slope equals the gradient norm and beats random directions."""
+    import math
+
+    import torch
+
+    from affine_homotopy import extrinsic as ex
+    from affine_homotopy.linalg import factorise
+
+    rng = np.random.default_rng(4)
+    n = 120
+    x = rng.standard_normal((n, 5))
+    target = np.tanh(x @ rng.standard_normal((5, 4)))
+    Y = torch.zeros((2, n, 5), dtype=torch.float64)
+    Y[0], Y[1, :, :4] = torch.as_tensor(x), torch.as_tensor(target)
+    design = factorise(Y[0]).affine_design()
+    Z = design[:, :-1] * math.sqrt(n)
+    mean = Y.mean(dim=1)
+    scale = torch.sqrt(((Y - mean[:, None]) ** 2).sum(dim=2).mean(dim=1))
+    search = ex._WorstCaseSearch(Z, Y, mean, scale, 0, [1], {1: ex._PairMaps(design, None)}, ex.ExtrinsicSettings())
+    W = torch.as_tensor(rng.standard_normal((1, 5, 2)))
+    W[:, 4] = 0  # the padded row of the narrower target
+    clf = ex._Classifiers(W, torch.as_tensor(rng.standard_normal((1, 2))))
+    A, c = torch.as_tensor(rng.standard_normal((Z.shape[1], 1, 2)) * 0.3), torch.zeros((1, 2), dtype=torch.float64)
+
+    def smooth(candidate: ex._Classifiers) -> float:
+        diff = torch.softmax(search.logits(candidate), dim=2) - torch.softmax(ex._logits(Z, A, c), dim=2)
+        squared = (diff**2).sum(dim=2)
+        return float((search.tau * scale_ * torch.logsumexp(squared / (search.tau * scale_), dim=0)).sum())
+
+    scale_ = float(((torch.softmax(search.logits(clf), dim=2) - torch.softmax(ex._logits(Z, A, c), dim=2)) ** 2)
+                   .sum(dim=2).max())
+    far = torch.tensor([1e9], dtype=torch.float64)
+
+    def slope(direction: ex._Classifiers, eps: float = 1e-6) -> float:
+        forward, _ = search.step(clf, direction, torch.tensor([eps], dtype=torch.float64), far)
+        backward, _ = search.step(clf, direction, torch.tensor([-eps], dtype=torch.float64), far)
+        return (smooth(forward) - smooth(backward)) / (2 * eps)
+
+    direction = search.ascent_direction(clf, A, c)
+    assert float((direction.W**2).sum() + (direction.b**2).sum()) == pytest.approx(1.0)
+    best = slope(direction)
+    assert best > 0
+    for _ in range(20):
+        other = ex._Classifiers(torch.as_tensor(rng.standard_normal((1, 5, 2))), torch.as_tensor(rng.standard_normal((1, 2))))
+        other.W[:, 4] = 0
+        norm = math.sqrt(float((other.W**2).sum() + (other.b**2).sum()))
+        assert slope(ex._Classifiers(other.W / norm, other.b / norm)) <= best * (1 + 1e-6)
+
+
+def test_projection_onto_the_spectral_ball() -> None:
+    import torch
+
+    from affine_homotopy.extrinsic import _project_to_ball
+
+    rng = np.random.default_rng(5)
+    W = torch.as_tensor(rng.standard_normal((3, 6, 3)))
+    norms = np.linalg.norm(W.numpy(), 2, axis=(1, 2))
+    radius = torch.as_tensor([norms[0] / 2, norms[1] * 2, norms[2]])
+    projected, new_norms = _project_to_ball(W, radius)
+    np.testing.assert_allclose(np.linalg.norm(projected.numpy(), 2, axis=(1, 2)), [norms[0] / 2, norms[1], norms[2]])
+    np.testing.assert_allclose(new_norms.numpy(), [norms[0] / 2, norms[1], norms[2]])
+    np.testing.assert_array_equal(projected[1].numpy(), W[1].numpy())  # inside: untouched
+    U, S, Vt = np.linalg.svd(W[0].numpy(), full_matrices=False)  # outside: singular values clipped
+    np.testing.assert_allclose(projected[0].numpy(), U @ np.diag(np.minimum(S, norms[0] / 2)) @ Vt, atol=1e-12)
+
+
+def test_worst_case_summary_on_a_hand_made_case() -> None:
+    from affine_homotopy.extrinsic import worst_case_summary
+
+    d_psi = np.array([[0, 0.1, 0.0], [0.2, 0, 0.3], [0.1, 0.4, 0]])
+    d_worst = np.array([[0, 0.1, 0.0], [0.3, 0, 0.3], [0.2, 0.4, 0]])
+    search = np.array([[0, 0.2, 0.0], [0.3, 0, 0.6], [0.2, 0.4, 0]])
+    bound_worst = np.array([[0, 1.0, 1.0], [1.0, 0, 0.5], [1.0, 1.0, 0]])
+    task = (d_worst == d_psi) & ~np.eye(3, dtype=bool)  # (0,1), (0,2), (1,2), (2,1)
+    row = worst_case_summary(d_psi, d_worst, search, bound_worst, task)
+    assert row["n_pairs_positive_d_worst"] == 5  # (0, 2) has d_worst 0: no worst classifier
+    assert row["task_probe_worst_share"] == pytest.approx(3 / 5)  # (0,1), (1,2), (2,1)
+    assert row["task_probe_worst_share_after_search"] == pytest.approx(1 / 5)  # (2,1): the search found nothing
+    assert row["d_worst_over_d_psi_median"] == pytest.approx(np.median([1, 1.5, 1, 2, 1]))
+    assert row["d_worst_search_over_d_worst_median"] == pytest.approx(np.median([2, 1, 2, 1, 1]))
+    assert row["d_worst_search_improved_pairs"] == 2
+    assert row["bound_worst_violations"] == 1 and row["ordering_violations"] == 0

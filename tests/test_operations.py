@@ -29,17 +29,18 @@ def test_missing_model_fails_at_staging_and_no_compute_job_starts(tmp_path: Path
                        workdir=tmp_path, check=False)
     assert result.returncode != 0
     log = (tmp_path / "results" / "tiny" / "logs" / "download" / "model_ghost.log").read_text()
-    assert "could not download 'no-such-org/no-such-model'" in log and "snapshot_download" in log
+    assert "could not stage 'no-such-org/no-such-model'" in log and "route 'cache', because HF_HUB_OFFLINE=1" in log
     assert "resources/models/ghost" in log  # where to place the files by hand
     logs = tmp_path / "results" / "tiny" / "logs"
     started = [p.parent.name for p in logs.rglob("*.log") if p.parent.name != "download"]
     assert not started, f"compute jobs started although staging failed: {started}"
-    assert not (tmp_path / "resources" / "models" / "ghost" / "STAGED.json").exists()
+    assert not (tmp_path / "resources" / "models" / "ghost").exists()
 
 
 def test_stage_model_offline_names_model_and_manual_route(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(StagingError, match=r"could not download 'org/none'.*copy a Hugging Face model folder"):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty_hf_home"))
+    with pytest.raises(StagingError, match=r"could not stage 'org/none'.*route 'cache'.*copy a Hugging Face model folder"):
         stage_model("x", {"model": "org/none", "revision": None}, tmp_path / "x")
 
 

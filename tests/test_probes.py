@@ -94,3 +94,70 @@ def test_random_labels_are_seeded_and_uniform() -> None:
     assert not np.array_equal(a[:, 0], a[:, 1])
     assert set(np.unique(a)) == {0, 1, 2} and np.bincount(a[:, 0]).min() > 1500
     np.testing.assert_array_equal(a[:, 1], np.random.default_rng(1).integers(0, 3, 5000))
+
+
+def _reference_sgd(x: np.ndarray, y: np.ndarray, n_classes: int, lr: float, epochs: int, batch: int, seed: int):
+    """Independent implementation of the paper's probe fit: nn.Linear, autograd, torch.optim.SGD."""
+    import torch
+
+    torch.manual_seed(seed)
+    layer = torch.nn.Linear(x.shape[1], n_classes, dtype=torch.float64)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    X, Y = torch.as_tensor(x), torch.as_tensor(y)
+    for _ in range(epochs):
+        order = torch.randperm(len(X), generator=generator)
+        for start in range(0, len(X), batch):
+            index = order[start : start + batch]
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(layer(X[index]), Y[index]).backward()
+            optimizer.step()
+    return layer.weight.detach().numpy().T, layer.bias.detach().numpy()
+
+
+def test_sgd_random_probes_follow_the_papers_protocol_head_by_head() -> None:
+    """The multi-head SGD fit equals one nn.Linear + torch.optim.SGD run per head and learning rate,
+    and every head keeps the learning rate with the best training accuracy (first among ties)."""
+    import torch
+
+    from affine_homotopy.probes import fit_random_probes_sgd
+
+    x, _ = blobs(5, n=150, d=6, classes=3, spread=1.0)
+    labels = random_labels(len(x), 3, range(3))
+    rates = (0.01, 0.5)
+    fitted = fit_random_probes_sgd(x, labels, 3, rates, epochs=3, batch_size=16, seed=7, dtype=torch.float64)
+    assert fitted.weight.shape == (3, 6, 3) and fitted.l2 == 0.0
+    for head in range(labels.shape[1]):
+        runs = [_reference_sgd(x, labels[:, head], 3, lr, 3, 16, 7) for lr in rates]
+        accuracies = [float(((x @ w + b).argmax(1) == labels[:, head]).mean()) for w, b in runs]
+        chosen = int(np.argmax(accuracies))
+        assert fitted.learning_rate[head] == rates[chosen]
+        np.testing.assert_allclose(fitted.weight[head], runs[chosen][0], atol=1e-12)
+        np.testing.assert_allclose(fitted.bias[head], runs[chosen][1], atol=1e-12)
+    np.testing.assert_allclose(fitted.train_accuracy(x, labels), [
+        float(((x @ fitted.weight[h] + fitted.bias[h]).argmax(1) == labels[:, h]).mean()) for h in range(3)])
+    np.testing.assert_allclose(fitted.norms(), [np.linalg.svd(w, compute_uv=False)[0] for w in fitted.weight])
+
+
+def test_sgd_weight_decay_shrinks_the_weights() -> None:
+    from affine_homotopy.probes import fit_random_probes_sgd
+
+    x, _ = blobs(6, n=200, d=8, classes=2, spread=1.0)
+    labels = random_labels(len(x), 2, range(4))
+    free = fit_random_probes_sgd(x, labels, 2, (0.1,), epochs=5, batch_size=32)
+    decayed = fit_random_probes_sgd(x, labels, 2, (0.1,), epochs=5, batch_size=32, l2=1.0)
+    assert np.all(decayed.norms() < free.norms())
+
+
+def test_random_probe_method_dispatch() -> None:
+    from affine_homotopy.probes import fit_random_probes, fit_random_probes_sgd
+
+    x, _ = blobs(7, n=120, d=5, classes=2, spread=1.0)
+    labels = random_labels(len(x), 2, range(2))
+    lbfgs = fit_random_probes(x, labels, 2, {"method": "lbfgs"}, task_l2=0.1, lbfgs_max_iter=50)
+    np.testing.assert_array_equal(lbfgs.weight, fit_softmax_probes(x, labels, 2, 0.1, 50).weight)
+    spec = {"method": "sgd", "epochs": 2, "batch_size": 16, "learning_rates": [0.1], "l2": 0.0, "seed": 3}
+    sgd = fit_random_probes(x, labels, 2, spec, task_l2=0.1)
+    np.testing.assert_array_equal(sgd.weight, fit_random_probes_sgd(x, labels, 2, (0.1,), 2, 16, 0.0, 3).weight)
+    with pytest.raises(ValueError, match="'sgd' or 'lbfgs'"):
+        fit_random_probes(x, labels, 2, {"method": "adam"}, task_l2=0.1)

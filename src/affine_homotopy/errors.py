@@ -1,4 +1,4 @@
-"""Error types of the project: one per kind of problem, all importable without side effects.
+"""Error and warning types of the project: one per kind of problem, all importable without side effects.
 
 Every error a user can cause (a bad config, bad data, a model that cannot be staged, arrays that
 cannot be compared) is one of these, with a message that names the key or file, the value found and
@@ -8,6 +8,10 @@ traceback); anything else is a bug and keeps its traceback.
 ``ConfigError`` and ``DataError`` are also ``ValueError`` (the library API raises them for bad
 arguments); ``NumericalError`` is also ``FloatingPointError`` (non-finite representations, a broken
 bound).
+
+Warnings of the library API: :class:`ConvergenceWarning` (a certified interval wider than ``tol``:
+the value is still an upper bound attained by a map) and :class:`UpcastWarning` (integer or float16
+input converted to float64).
 """
 
 from __future__ import annotations
@@ -31,3 +35,11 @@ class StagingError(AffineHomotopyError, OSError):
 
 class NumericalError(AffineHomotopyError, FloatingPointError):
     """Non-finite representations, or a result that breaks a proven inequality (a bug, not a finding)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A certified interval that is wider than the requested ``tol`` (the solver hit ``max_iter``)."""
+
+
+class UpcastWarning(UserWarning):
+    """Input of an integer or half-precision dtype, converted to float64 before any maths."""

@@ -10,14 +10,38 @@ encoder ``j`` (column). Each matrix has a zero diagonal (``psi = psi'_j`` attain
     L2 distance between probability vectors, so values lie in ``[0, sqrt(2)]``.
 ``d_worst`` (the paper's approximation of Eq. 23)
     ``max over classifiers psi'`` of the same fixed-classifier distance, the classifiers being
-    encoder ``j``'s task probe and its random-label probes (seeds ``0..n-1``). The task probe is one
-    of them and enters with the very value reported as ``d_psi``, so ``d_worst >= d_psi`` holds
-    exactly.
+    encoder ``j``'s task probe and its random-label probes (seeds ``0..n-1``; fitted as the paper
+    did, :func:`affine_homotopy.probes.fit_random_probes_sgd`). The task probe is one of them and
+    enters with the very value reported as ``d_psi``, so ``d_worst >= d_psi`` holds exactly. A
+    random classifier whose logits (or weight norm) overflow is skipped with a counted warning.
+``d_worst_search`` (a searched estimate of Eq. 23's supremum over a norm ball)
+    Eq. 23 takes the supremum over all classifiers; any classifier gives a lower estimate of it (as
+    far as its inner minimum is found), so the search adds classifiers inside the ball
+    ``||W'||_2 <= R_j`` (``R_j``: the largest norm among ``j``'s task and random-label probes, or
+    the configured radius), which keeps Lemma 5.2's bound finite: ``d <= c(lam) R_j d_aff``. Per pair
+    ``i -> j``, batched over the targets of a source:
+
+    1. *aimed classifiers*: for the ``search_candidates`` examples with the largest residuals
+       ``r_n = y_n - A_ij(x_n)`` of the composed start's map, ``W' = R_j (r_n / ||r_n||) v^T``
+       (``v`` a class contrast) with the decision boundary through the midpoint of ``y_n`` and
+       ``A_ij(x_n)``: they look exactly where encoder ``i`` falls short of ``j``;
+    2. *ascent*: from the best classifier so far (the worst of ``d_worst``, or an aimed one when it
+       is larger), ``search_steps`` projected gradient-ascent steps on ``(W', b')``: the direction is
+       the gradient of the smooth maximum of the errors at the current best map (Danskin), the step
+       is projected onto the ball (singular values clipped), the inner map is re-fitted warm-started
+       on small working sets, and a step is kept only when the value grows (else the step halves);
+    3. the final classifiers are scored again with the full estimator below (warm start included)
+       and the smaller value is kept, so a value never rests on a cheaper inner fit.
+
+    ``d_worst_search = max(d_worst, the values of 1-3)``, so ``d_worst <= d_worst_search``.
 ``bound`` (Lemma 5.2)
     ``c(lam) * ||W_j||_2 * d_aff(i, j)``, ``||W_j||_2`` the spectral norm of the probe's weight
     matrix and ``c(lam) = lam / 2`` the L2 Lipschitz constant of ``z -> softmax(lam z)`` (see
     :func:`softmax_lipschitz`). It holds because the *composed* candidate below is
-    ``psi'_j o (the map attaining d_aff)``.
+    ``psi'_j o (the map attaining d_aff)``. The same holds for every classifier evaluated, task,
+    random or searched: ``d_k(i -> j) <= c(lam) ||W'_k||_2 d_aff(i -> j)`` is checked for each one
+    (with ``d_aff`` given), and ``bound_worst = c(lam) max_k ||W'_k||_2 d_aff(i -> j)`` bounds
+    ``d_worst`` and ``d_worst_search``.
 
 Estimator of a fixed-classifier distance (the problem is non-convex; every candidate map is
 evaluated on all examples, so every reported number is attained by an actual affine map and is an
@@ -44,11 +68,14 @@ before refinement, ``refined`` whether (4) improved on it.
 
 Engine: maps work in the whitened coordinates ``sqrt(N) U_i`` of the source (orthonormal basis of
 its centred column space after the rank rule, from :func:`affine_homotopy.linalg.factorise`, the
-intrinsic stage's factorisation), which is the same family of affine maps but well conditioned. For one source, all classifiers of all targets form one multi-head problem (the
-losses separate), so each iteration is a couple of ``N x rank x (heads * C)`` matrix products.
-The task probes (``d_psi``) and the random-label probes are separate problems, so ``d_psi`` does
-not depend on the number of random classifiers; random-label heads are processed in blocks of at
-most ``block_mb`` of working memory (blocks only share the refinement's line search).
+intrinsic stage's factorisation), which is the same family of affine maps but well conditioned. For
+one source, all classifiers of all targets form one multi-head problem (the losses separate), so
+each iteration is a couple of ``N x rank x (heads * C)`` matrix products; each source is
+factorised once and each pair's weighted least squares once. The task probes (``d_psi``), the
+random-label probes and the search are separate problems, so ``d_psi`` does not depend on the
+number of random classifiers; random-label heads are processed in blocks of at most ``block_mb``
+of working memory (blocks only share the refinement's line search). The search's target-side
+products run on one (K, N, D) stack of all encoders' representations (one batched product per step).
 """
 
 from __future__ import annotations
@@ -57,12 +84,14 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
-from .linalg import WeightedLeastSquares, consecutive_blocks, factorise
+from .errors import ConfigError, NumericalError
+from .intrinsic import map_in_original_coordinates
+from .linalg import WeightedLeastSquares, consecutive_blocks, factorise, float32_floor
 from .probes import ProbeSet, SoftmaxProbe
 
 log = logging.getLogger(__name__)
@@ -70,6 +99,10 @@ log = logging.getLogger(__name__)
 STARTS = ("composed", "least_squares", "soft_label")
 # errors below this are float rounding of an exact fit: refining them cannot help
 REFINE_FLOOR = 1e-7
+# Lemma 5.2 checks: a value counts as above its bound when value > bound (1 + BOUND_RTOL) + BOUND_ATOL
+# + slack, the slack being the bound's factor times the target's float32 floor (see _LemmaCheck)
+BOUND_RTOL, BOUND_ATOL = 1e-6, 1e-9
+EXCESS_FLOORS = 100  # the rebuilt d_aff map may exceed d_aff by this many float32 floors (_LemmaCheck)
 
 
 def softmax_lipschitz(inverse_temperature: float = 1.0) -> float:
@@ -96,6 +129,10 @@ class ExtrinsicSettings:
     inverse_temperature: float = 1.0  # lam: target probabilities are softmax(lam * probe logits)
     multiplier: float = 5.0  # the rank rule's n
     block_mb: int = 512  # working memory for one block of random-label classifiers
+    search_steps: int = 10  # d_worst_search: ascent steps on the classifier (0 = d_worst_search is d_worst)
+    search_step_size: float = 0.1  # first step length, as a fraction of the ball's radius
+    search_radius: float | None = None  # None: per target, the largest norm among its classifiers
+    search_candidates: int = 16  # classifiers aimed at the largest residuals of the d_aff map, per pair
     dtype: torch.dtype = torch.float64
     device: torch.device | str = "cpu"
 
@@ -108,6 +145,12 @@ class ExtrinsicResult:
     worst_classifier: np.ndarray | None  # (K, K) int: -1 = the task probe, s = random seed s
     diagnostics: list[dict[str, object]]  # one row per ordered pair i != j
     seconds: dict[str, float] = field(default_factory=dict)
+    d_worst_search: np.ndarray | None = None  # (K, K); None without random classifiers
+    bound_worst: np.ndarray | None = None  # (K, K) c(lam) max_k ||W_k||_2 d_aff; None without d_aff
+    bound_violations: np.ndarray | None = None  # (K, K) classifiers breaking their own Lemma 5.2 bound
+    radius: np.ndarray | None = None  # (K,) the search ball's radius per target
+    skipped: np.ndarray | None = None  # (K,) random classifiers skipped per target (non-finite logits)
+    searched: dict[tuple[int, int], "SearchedClassifier"] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,7 +165,10 @@ class _Heads:
 class _HeadResult:
     value: torch.Tensor  # (H,) smallest max error found
     candidates: dict[str, torch.Tensor]  # start name or "refined" -> (H,) its max error
-    winner: torch.Tensor  # (H,) index into STARTS
+    winner: torch.Tensor  # (H,) index into start_names
+    start_names: tuple[str, ...]
+    A: torch.Tensor  # (r, H, C) the map attaining `value`
+    c: torch.Tensor  # (H, C)
     soft_label_iterations: int
     soft_label_grad: torch.Tensor  # (H,)
     refine_iterations: int
@@ -138,11 +184,13 @@ def lemma_bound(probes: Sequence[SoftmaxProbe], d_aff: np.ndarray, inverse_tempe
 
 
 def tightness_summary(d_psi: np.ndarray, bound: np.ndarray, d_worst: np.ndarray | None = None,
-                      atol: float = 1e-9, rtol: float = 1e-6) -> dict[str, float]:
+                      atol: float = BOUND_ATOL, rtol: float = BOUND_RTOL, slack: np.ndarray | float = 0.0
+                      ) -> dict[str, float]:
     """How much of the extrinsic gap the bound explains: ``d_psi / bound`` over pairs ``i != j``.
 
     Pairs with ``bound <= atol`` carry no ratio (both sides are 0). ``violations`` counts pairs
-    with ``d_psi > bound (1 + rtol) + atol``; it must be 0.
+    with ``d_psi > bound (1 + rtol) + atol + slack``; it must be 0 (``slack``: the extrinsic job's
+    per-pair ``bound_slack``, float32 rounding of the rebuilt map).
     """
     off = ~np.eye(len(d_psi), dtype=bool)
     ratio = d_psi[off & (bound > atol)] / bound[off & (bound > atol)]
@@ -151,7 +199,7 @@ def tightness_summary(d_psi: np.ndarray, bound: np.ndarray, d_worst: np.ndarray 
         "tightness_median": float(np.median(ratio)) if ratio.size else math.nan,
         "tightness_min": float(ratio.min()) if ratio.size else math.nan,
         "tightness_max": float(ratio.max()) if ratio.size else math.nan,
-        "violations": int((d_psi[off] > bound[off] * (1 + rtol) + atol).sum()),
+        "violations": int((d_psi[off] > (bound * (1 + rtol) + atol + slack)[off]).sum()),
         "d_psi_median": float(np.median(d_psi[off])) if off.any() else math.nan,
         "bound_median": float(np.median(bound[off])) if off.any() else math.nan,
     }
@@ -159,6 +207,56 @@ def tightness_summary(d_psi: np.ndarray, bound: np.ndarray, d_worst: np.ndarray 
         row["d_worst_median"] = float(np.median(d_worst[off])) if off.any() else math.nan
         row["d_worst_below_d_psi"] = int((d_worst[off] < d_psi[off]).sum())
     return row
+
+
+def check_bounds(d_psi: np.ndarray, bound: np.ndarray, bound_violations: np.ndarray | None = None,
+                 slack: np.ndarray | float = 0.0) -> None:
+    """Lemma 5.2 must hold: ``d_psi <= bound`` on every pair and every evaluated classifier within its
+    own bound (``bound_violations`` from :func:`extrinsic_distances`, which checks task probes too).
+    The composed candidate attains each bound, so a violation is a bug: NumericalError, before any
+    output is written."""
+    task = tightness_summary(d_psi, bound, slack=slack)["violations"]
+    if task:
+        raise NumericalError(f"{task} ordered pairs have d_psi above Lemma 5.2's bound c(lambda) ||W_j||_2 "
+                             "d_aff(i -> j) (bound.csv); nothing was written")
+    if bound_violations is not None and int(np.sum(bound_violations)):
+        raise NumericalError(f"{int(np.sum(bound_violations))} evaluated classifiers (over "
+                             f"{int(np.count_nonzero(bound_violations))} ordered pairs) have a fixed-classifier "
+                             "distance above their own Lemma 5.2 bound c(lambda) ||W'_k||_2 d_aff(i -> j) "
+                             "(bound_worst.csv); nothing was written")
+
+
+def worst_case_summary(d_psi: np.ndarray, d_worst: np.ndarray, d_worst_search: np.ndarray, bound_worst: np.ndarray,
+                       task_probe_worst: np.ndarray, atol: float = BOUND_ATOL, rtol: float = BOUND_RTOL,
+                       slack: np.ndarray | float = 0.0) -> dict[str, float]:
+    """How much the random-label probes and the search add, over ordered pairs ``i != j``.
+
+    ``task_probe_worst`` (K, K) bool: the task probe was the worst classifier of ``d_worst``.
+    ``task_probe_worst_share`` counts only pairs with ``d_worst > atol`` (where every classifier
+    gives 0 no classifier is "the worst"); ``..._after_search`` the same share when the searched
+    classifiers join (the task probe stays the worst where the search found nothing larger); the
+    ratios skip pairs whose denominator is ``<= atol``.
+    ``bound_worst_violations`` counts ``d_worst_search > bound_worst (1 + rtol) + atol + slack`` (must be 0;
+    the extrinsic job checks each classifier against its own bound), ``ordering_violations`` pairs
+    breaking ``d_psi <= d_worst <= d_worst_search`` (must be 0: the maxima are over nested sets).
+    """
+    off = ~np.eye(len(d_psi), dtype=bool)
+    positive = off & (d_worst > atol)
+    by_psi, by_worst = off & (d_psi > atol), off & (d_worst > atol)
+    return {
+        "task_probe_worst_share": float(task_probe_worst[positive].mean()) if positive.any() else math.nan,
+        "task_probe_worst_share_after_search": (float((task_probe_worst & (d_worst_search <= d_worst))[positive].mean())
+                                                if positive.any() else math.nan),
+        "n_pairs_positive_d_worst": int(positive.sum()),
+        "d_worst_over_d_psi_median": float(np.median(d_worst[by_psi] / d_psi[by_psi])) if by_psi.any() else math.nan,
+        "d_worst_search_over_d_worst_median": (float(np.median(d_worst_search[by_worst] / d_worst[by_worst]))
+                                               if by_worst.any() else math.nan),
+        "d_worst_search_improved_pairs": int((d_worst_search[off] > d_worst[off]).sum()),
+        "d_worst_search_median": float(np.median(d_worst_search[off])) if off.any() else math.nan,
+        "bound_worst_median": float(np.median(bound_worst[off])) if off.any() else math.nan,
+        "bound_worst_violations": int((d_worst_search[off] > (bound_worst * (1 + rtol) + atol + slack)[off]).sum()),
+        "ordering_violations": int(((d_worst[off] < d_psi[off]) | (d_worst_search[off] < d_worst[off])).sum()),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,8 +309,11 @@ def _soft_label_fit(
 
 def _refine(
     Z: torch.Tensor, P: torch.Tensor, A: torch.Tensor, c: torch.Tensor, settings: ExtrinsicSettings,
-) -> tuple[torch.Tensor, int, torch.Tensor]:
-    """Annealed smooth-max refinement (module docstring, step 4); returns best values, iterations, grads.
+) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Annealed smooth-max refinement (module docstring, step 4).
+
+    Returns the best values (H,), iterations, gradient norms and the best maps ``A`` (r, H, C),
+    ``c`` (H, C) (a head that is not refined keeps its start).
 
     Each round optimises every head on its working set (its currently worst examples), then scores
     all examples and keeps, per head, the better of the new and the best map so far; the next round
@@ -226,7 +327,7 @@ def _refine(
     grad_norm = torch.zeros_like(best)
     active = torch.nonzero(best > REFINE_FLOOR).squeeze(1)
     if active.numel() == 0 or rank == 0 or not settings.temperatures or settings.rounds == 0:
-        return best, 0, grad_norm
+        return best, 0, grad_norm, A, c
     # few heads (the task probes): every example; many heads: at least `working_set` examples each
     k = min(n, max(settings.working_set, settings.working_budget // active.numel()))
     best_W = A[:, active].permute(1, 0, 2).contiguous()  # (h, r, C)
@@ -292,27 +393,35 @@ def _refine(
             best_errors[:, better] = errors[:, better]
             best_active = torch.where(better, value, best_active)
     best[active] = best_active
-    return best, iterations, grad_norm
+    A, c = A.clone(), c.clone()
+    A[:, active], c[active] = best_W.permute(1, 0, 2), best_b
+    return best, iterations, grad_norm, A, c
 
 
-def _fit_heads(Z: torch.Tensor, heads: _Heads, settings: ExtrinsicSettings) -> _HeadResult:
+def _fit_heads(Z: torch.Tensor, heads: _Heads, settings: ExtrinsicSettings, soft_label: bool = True) -> _HeadResult:
+    """Every start map of ``heads.starts`` (plus the soft-label fit from the least-squares start),
+    then the refinement from each head's best start; the value is the smallest max error found."""
     candidates: dict[str, torch.Tensor] = {}
     maps: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    for name in ("composed", "least_squares"):
-        A, c = heads.starts[name]
+    for name, (A, c) in heads.starts.items():
         candidates[name] = _errors(Z, A, c, heads.P).max(dim=0).values
         maps[name] = (A, c)
-    A, c, ce_steps, ce_grad = _soft_label_fit(Z, heads.P, *heads.starts["least_squares"], settings.max_iter)
-    candidates["soft_label"] = _errors(Z, A, c, heads.P).max(dim=0).values
-    maps["soft_label"] = (A, c)
-    stacked = torch.stack([candidates[name] for name in STARTS])  # (3, H)
+    ce_steps, ce_grad = 0, torch.zeros(heads.P.shape[1], dtype=Z.dtype, device=Z.device)
+    if soft_label:
+        A, c, ce_steps, ce_grad = _soft_label_fit(Z, heads.P, *heads.starts["least_squares"], settings.max_iter)
+        candidates["soft_label"] = _errors(Z, A, c, heads.P).max(dim=0).values
+        maps["soft_label"] = (A, c)
+    names = tuple(candidates)
+    # a head whose every start is NaN (non-finite targets) keeps NaN values and is never "better"
+    stacked = torch.stack([candidates[name] for name in names]).nan_to_num(nan=math.inf)  # (S, H)
     winner = stacked.argmin(dim=0)
-    A0 = torch.stack([maps[name][0] for name in STARTS])[winner, :, torch.arange(len(winner))].transpose(0, 1)
-    c0 = torch.stack([maps[name][1] for name in STARTS])[winner, torch.arange(len(winner))]
-    refined, refine_steps, refine_grad = _refine(Z, heads.P, A0.contiguous(), c0, settings)
+    heads_index = torch.arange(len(winner), device=Z.device)
+    A0 = torch.stack([maps[name][0] for name in names])[winner, :, heads_index].transpose(0, 1)
+    c0 = torch.stack([maps[name][1] for name in names])[winner, heads_index]
+    refined, refine_steps, refine_grad, A, c = _refine(Z, heads.P, A0.contiguous(), c0, settings)
     candidates["refined"] = refined
     value = torch.minimum(stacked.min(dim=0).values, refined)
-    return _HeadResult(value, candidates, winner, ce_steps, ce_grad, refine_steps, refine_grad)
+    return _HeadResult(value, candidates, winner, names, A, c, ce_steps, ce_grad, refine_steps, refine_grad)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +429,7 @@ def _fit_heads(Z: torch.Tensor, heads: _Heads, settings: ExtrinsicSettings) -> _
 
 
 def _as_tensor(array: np.ndarray, settings: ExtrinsicSettings) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(array)).to(device=settings.device, dtype=settings.dtype)
+    return torch.tensor(np.asarray(array), dtype=settings.dtype, device=settings.device)  # a copy: inputs may be read-only
 
 
 class _PairMaps:
@@ -355,11 +464,306 @@ class _PairMaps:
                     (coef[rank] / self.root).reshape(groups, n_classes))
         return {"composed": composed, "least_squares": least_squares}
 
+    def fit_target(self, Y: torch.Tensor) -> float:
+        """Fit the composed start's map ``A_ij`` to the target ``Y`` (N, D) itself; returns its largest
+        residual ``max_n ||y_n - A_ij(x_n)||`` (the ``d_aff`` that Lemma 5.2's composed candidate
+        really uses: the map is rebuilt from float32-stored weights)."""
+        self.design = torch.cat([self.U, self.U.new_full((self.U.shape[0], 1), 1.0 / self.root)], dim=1)
+        self.coef = self.design.T @ Y if self.fit is None else self.fit.solve(Y)
+        self.residual_norms = torch.linalg.vector_norm(Y - self.design @ self.coef, dim=1)
+        return float(self.residual_norms.max())
+
+    def residual_rows(self, Y: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``y_n - A_ij(x_n)`` for the given examples (after :meth:`fit_target`); columns beyond the fitted
+        target's width (the padding of a stack) are 0."""
+        width = self.coef.shape[1]
+        residual = Y[rows, :width] - self.design[rows] @ self.coef
+        return torch.nn.functional.pad(residual, (0, Y.shape[1] - width))
+
 
 def _classifier_logits(Y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, lam: float) -> torch.Tensor:
     """(N, G, C) logits of G classifiers ``weight`` (G, D, C), ``bias`` (G, C) on Y (N, D)."""
     g, d, k = weight.shape
     return lam * ((Y @ weight.permute(1, 0, 2).reshape(d, g * k)).reshape(-1, g, k) + bias)
+
+
+def _pad(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """Zero rows appended to ``weight`` (..., D, C) up to ``rows`` (targets of different widths share one stack)."""
+    extra = rows - weight.shape[-2]
+    return weight if extra == 0 else torch.cat([weight, weight.new_zeros((*weight.shape[:-2], extra, weight.shape[-1]))], dim=-2)
+
+
+def _project_to_ball(weight: torch.Tensor, radius: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nearest point of ``{W : ||W||_2 <= radius}`` for each (D, C) matrix of ``weight`` (H, D, C):
+    singular values clipped at the radius (exact in the spectral and Frobenius norms). Returns the
+    projected weights and their spectral norms (H,)."""
+    U, S, Vh = torch.linalg.svd(weight, full_matrices=False)
+    outside = S[:, 0] > radius
+    clipped = torch.minimum(S, radius[:, None])
+    projected = torch.where(outside[:, None, None], (U * clipped[:, None, :]) @ Vh, weight)
+    return projected, torch.where(outside, clipped[:, 0], S[:, 0])
+
+
+@dataclass
+class _Classifiers:
+    """One classifier per head (the worst-case search): weights padded to the stack's width."""
+
+    W: torch.Tensor  # (H, Dmax, C)
+    b: torch.Tensor  # (H, C)
+
+
+class _WorstCaseSearch:
+    """Projected gradient ascent on the classifier ``psi'`` of each pair ``i -> j`` (module docstring).
+
+    One instance per source ``i``; heads are its targets ``others``. Target-side products run on the
+    stack of all targets' representations (``Y`` (K, N, Dmax), one batched product per step); the
+    inner maps are re-fitted per step for all heads at once by :func:`_fit_heads`, warm-started.
+    """
+
+    def __init__(self, Z: torch.Tensor, Y: torch.Tensor, y_mean: torch.Tensor, y_scale: torch.Tensor,
+                 source: int, others: list[int], pair_maps: dict[int, _PairMaps], settings: ExtrinsicSettings) -> None:
+        self.Z, self.Y, self.source, self.others = Z, Y, source, others
+        self.y_mean, self.y_scale = y_mean[others], y_scale[others]  # (H, Dmax), (H,)
+        self.pair_maps, self.settings = pair_maps, settings
+        self.lam = settings.inverse_temperature
+        # steps are scored on small working sets (each head's worst examples, warm-started): cheap, and
+        # the final classifiers are scored again with the full estimator
+        self.step_settings = replace(settings, working_budget=settings.working_set)
+        self.tau = settings.temperatures[-1] if settings.temperatures else 0.003
+
+    def logits(self, clf: _Classifiers, group: int = 1) -> torch.Tensor:
+        """(N, H * group, C) target logits ``lam (y_n W + b)``: ``group`` classifiers per head (head-major),
+        each on its head's target."""
+        k, n, width = self.Y.shape
+        heads, n_classes = len(self.others), clf.W.shape[2]
+        W = self.Y.new_zeros((k, width, group * n_classes))
+        W[self.others] = clf.W.reshape(heads, group, width, n_classes).permute(0, 2, 1, 3).reshape(heads, width, -1)
+        full = torch.bmm(self.Y, W)  # (K, N, group * C): one batched product over all targets
+        full = full[self.others].reshape(heads, n, group, n_classes).permute(1, 0, 2, 3)
+        return self.lam * (full.reshape(n, heads * group, n_classes) + clf.b)
+
+    def evaluate(self, clf: _Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None,
+                 settings: ExtrinsicSettings, soft_label: bool, group: int = 1) -> tuple[_HeadResult, torch.Tensor]:
+        """The fixed-classifier estimate for each classifier (``group`` per head); NaN for a non-finite one."""
+        logits = self.logits(clf, group)
+        finite = torch.isfinite(logits).all(dim=(0, 2))
+        logits = torch.where(finite[None, :, None], logits, torch.zeros_like(logits))
+        per_head = [self.pair_maps[j].starts(logits[:, h * group : (h + 1) * group]) for h, j in enumerate(self.others)]
+        starts = {name: (torch.cat([s[name][0] for s in per_head], dim=1), torch.cat([s[name][1] for s in per_head]))
+                  for name in ("composed", "least_squares")}
+        if warm is not None:
+            starts["warm"] = warm
+        result = _fit_heads(self.Z, _Heads(torch.softmax(logits, dim=2), starts), settings, soft_label)
+        result.value = torch.where(finite, result.value, torch.full_like(result.value, math.nan))
+        return result, finite
+
+    def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> _Classifiers:
+        """``count`` classifiers per head aimed at what the map cannot reproduce (heads h*count..).
+
+        For the examples with the largest residuals ``r_n = y_n - A_ij(x_n)`` of the composed start's
+        map: ``W = radius (r_n / ||r_n||) v^T`` with ``v = (e_a - e_b) / sqrt(2)`` a class contrast
+        (``||W||_2 = radius``), and the bias putting the midpoint of ``y_n`` and ``A_ij(x_n)`` on the
+        decision boundary between classes ``a`` and ``b``: the composed map then errs most there.
+        """
+        width = self.Y.shape[2]
+        Ws, bs = [], []
+        for slot, j in enumerate(self.others):
+            pair = self.pair_maps[j]
+            top = pair.residual_norms.topk(min(count, len(pair.residual_norms))).indices
+            residual = pair.residual_rows(self.Y[j], top)  # (count, Dmax); padded columns stay 0
+            for k in range(len(top)):
+                a, b = k % n_classes, (k + 1) % n_classes
+                contrast = residual.new_zeros(n_classes)
+                contrast[a], contrast[b] = 2**-0.5, -(2**-0.5)
+                direction = residual[k] / torch.linalg.vector_norm(residual[k]).clamp(min=torch.finfo(residual.dtype).tiny)
+                W = radius[slot] * direction[:, None] * contrast[None, :]
+                middle = self.Y[j, top[k]] - residual[k] / 2
+                Ws.append(W)
+                bs.append(-(middle @ W))
+        if not Ws:
+            return _Classifiers(self.Y.new_zeros((0, width, n_classes)), self.Y.new_zeros((0, n_classes)))
+        return _Classifiers(torch.stack(Ws), torch.stack(bs))
+
+    def ascent_direction(self, clf: _Classifiers, A: torch.Tensor, c: torch.Tensor) -> _Classifiers:
+        """Unit-length ascent direction of the smooth maximum of the errors with the maps fixed.
+
+        By Danskin's theorem the gradient of ``min_psi max_n e_n`` in the classifier is that of
+        ``max_n e_n`` at the best map; the smooth maximum's weights stand in for the minimax dual
+        weights. The bias is stepped as the mean logit, scaled by the target's RMS centred row norm,
+        so that a unit step moves the logits by comparable amounts through ``W`` and ``b``.
+        """
+        n = self.Z.shape[0]
+        P = torch.softmax(self.logits(clf), dim=2)  # (N, H, C)
+        diff = P - torch.softmax(_logits(self.Z, A, c), dim=2)
+        squared = (diff**2).sum(dim=2)  # (N, H)
+        scale = squared.max(dim=0).values.clamp(min=torch.finfo(P.dtype).tiny)
+        weights = torch.softmax(squared / (self.tau * scale), dim=0)
+        v = weights[:, :, None] * 2 * diff
+        g = self.lam * (P * v - P * (P * v).sum(dim=2, keepdim=True))  # (N, H, C): d objective / d logits
+        k = self.Y.shape[0]
+        G = g.new_zeros((k, n, g.shape[2]))
+        G[self.others] = g.permute(1, 0, 2)
+        g_sum = g.sum(dim=0)  # (H, C)
+        grad_W = torch.bmm(self.Y.transpose(1, 2), G)[self.others] - self.y_mean[:, :, None] * g_sum[:, None, :]
+        grad_beta = g_sum * self.y_scale[:, None]
+        norm = torch.sqrt((grad_W**2).sum(dim=(1, 2)) + (grad_beta**2).sum(dim=1)).clamp(min=torch.finfo(P.dtype).tiny)
+        return _Classifiers(grad_W / norm[:, None, None], grad_beta / norm[:, None])
+
+    def step(self, clf: _Classifiers, direction: _Classifiers, length: torch.Tensor,
+             radius: torch.Tensor) -> tuple[_Classifiers, torch.Tensor]:
+        """Move ``length`` (H,) along ``direction`` keeping the mean logit's parametrisation, then project."""
+        beta = (self.y_mean[:, None, :] @ clf.W).squeeze(1) + clf.b  # mean logit (H, C)
+        W, norms = _project_to_ball(clf.W + length[:, None, None] * direction.W, radius)
+        beta = beta + (length * self.y_scale)[:, None] * direction.b
+        return _Classifiers(W, beta - (self.y_mean[:, None, :] @ W).squeeze(1)), norms
+
+    def run(self, clf: _Classifiers, value: torch.Tensor, A: torch.Tensor, c: torch.Tensor, radius: torch.Tensor,
+            observe) -> dict[str, torch.Tensor]:
+        """``steps`` accepted-or-halved ascent steps from ``clf`` (value and map known); ``observe(values,
+        norms)`` sees every classifier evaluated. Returns the best classifiers, values and maps."""
+        settings = self.settings
+        heads = len(self.others)
+        best = {"W": clf.W.clone(), "b": clf.b.clone(), "value": value.clone(), "A": A.clone(), "c": c.clone()}
+        length = settings.search_step_size * radius
+        accepted = torch.zeros(heads, dtype=torch.long, device=value.device)
+        if settings.search_steps:
+            # steps are scored by the warm-started fit: score the start the same way first, so that a
+            # step is accepted for a larger distance, not for a less converged inner fit
+            result, finite = self.evaluate(clf, (A, c), self.step_settings, soft_label=False)
+            lower = finite & (result.value < best["value"])
+            best["value"][lower] = result.value[lower]
+            best["A"][:, lower], best["c"][lower] = result.A[:, lower], result.c[lower]
+        for _ in range(settings.search_steps):
+            current = _Classifiers(best["W"], best["b"])
+            direction = self.ascent_direction(current, best["A"], best["c"])
+            candidate, norms = self.step(current, direction, length, radius)
+            result, finite = self.evaluate(candidate, (best["A"], best["c"]), self.step_settings, soft_label=False)
+            observe(result.value, norms, finite)
+            better = finite & (result.value > best["value"])
+            accepted += better.long()
+            best["W"][better], best["b"][better] = candidate.W[better], candidate.b[better]
+            best["value"][better] = result.value[better]
+            best["A"][:, better], best["c"][better] = result.A[:, better], result.c[better]
+            length = torch.minimum(torch.where(better, 1.5 * length, 0.5 * length), radius)
+            log.debug("search step: %d/%d heads improved; values %s", int(better.sum()), heads,
+                      np.array2string(best["value"].cpu().numpy(), precision=4))
+        # a value is only as good as its inner fit: score the final classifiers once more with every
+        # start (soft-label fit included) and the full refinement, and keep the smaller value
+        result, finite = self.evaluate(_Classifiers(best["W"], best["b"]), (best["A"], best["c"]), settings, True)
+        log.debug("search final scoring: %s", np.array2string(result.value.cpu().numpy(), precision=4))
+        lower = finite & (result.value < best["value"])
+        best["value"][lower] = result.value[lower]
+        best["A"][:, lower], best["c"][lower] = result.A[:, lower], result.c[lower]
+        best["accepted"] = accepted
+        best["norm"] = torch.linalg.matrix_norm(best["W"], ord=2)
+        return best
+
+
+@dataclass
+class SearchedClassifier:
+    """The classifier behind ``d_worst_search[i, j]`` and the affine map attaining its value.
+
+    ``value = max_n || softmax(lam (y_n W + b)) - softmax(x_n linear + bias) ||_2`` exactly, with
+    ``x`` encoder ``i``'s and ``y`` encoder ``j``'s representations.
+    """
+
+    W: np.ndarray  # (D_j, C)
+    b: np.ndarray  # (C,)
+    linear: np.ndarray  # (D_i, C): the map into logits
+    bias: np.ndarray  # (C,)
+    value: float
+
+
+def _raw_map(factors, A: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """A whitened-coordinates map ``Z A + c`` (Z = sqrt(N) U) as ``x linear + bias`` on raw rows."""
+    root = math.sqrt(factors.Q.shape[0])  # Z A + c = [U, 1/sqrt(N)] @ [sqrt(N) A; sqrt(N) c]
+    return map_in_original_coordinates(factors, torch.cat([root * A, root * c[None]]))
+
+
+class _LemmaCheck:
+    """Lemma 5.2 for every classifier evaluated: ``d_k(i -> j) <= c(lam) ||W_k||_2 d_aff(i -> j)``.
+
+    Keeps the largest norm per pair (``bound_worst = c(lam) * max_k ||W_k||_2 * d_aff``) and counts
+    classifiers that break their own bound. Tolerances: ``BOUND_RTOL``, ``BOUND_ATOL`` and a slack
+    ``c(lam) ||W_k||_2 excess_ij``: the composed candidate's map is rebuilt from float32-stored solver
+    weights, and where the weighted fit is ill-conditioned (weight on few rows) its largest residual
+    ``rebuilt_ij`` exceeds the certified ``d_aff`` (Lemma 5.2 holds exactly with ``rebuilt_ij``).
+    ``excess_ij = max(0, rebuilt_ij - d_aff_ij)``, accepted up to ``EXCESS_FLOORS`` times the
+    target's float32 floor (:func:`affine_homotopy.linalg.float32_floor`): float32 rounding amplified
+    by the fit's conditioning. A larger gap means ``d_aff`` and the stored weights disagree (a stale
+    or altered file), and then the bound is checked against ``d_aff`` as it stands.
+    """
+
+    def __init__(self, count: int, d_aff: np.ndarray | None, lam: float, floor: np.ndarray) -> None:
+        self.d_aff = None if d_aff is None else np.asarray(d_aff, dtype=np.float64)
+        self.floor = np.asarray(floor, dtype=np.float64)
+        self.rebuilt = np.zeros((count, count))
+        self.c = softmax_lipschitz(lam)
+        self.norm_max = np.zeros((count, count))
+        self.violations = np.zeros((count, count), dtype=int)
+        self.evaluated = np.zeros((count, count), dtype=int)
+
+    def add(self, i: int, j: int, values: np.ndarray, norms: np.ndarray) -> None:
+        values, norms = np.asarray(values, dtype=np.float64), np.asarray(norms, dtype=np.float64)
+        if values.size == 0:
+            return
+        self.norm_max[i, j] = max(self.norm_max[i, j], float(norms.max()))
+        self.evaluated[i, j] += values.size
+        if self.d_aff is not None:
+            bound = self.c * norms * self.d_aff[i, j]
+            slack = self.c * norms * self.excess(i, j)
+            self.violations[i, j] += int((values > bound * (1 + BOUND_RTOL) + BOUND_ATOL + slack).sum())
+
+    def excess(self, i: int, j: int) -> float:
+        """The slack's residual gap (0 beyond ``EXCESS_FLOORS`` floors: see the class docstring)."""
+        if self.d_aff is None:
+            return 0.0
+        gap = max(0.0, self.rebuilt[i, j] - self.d_aff[i, j])
+        return gap if gap <= EXCESS_FLOORS * self.floor[j] else 0.0
+
+    def bound_worst(self) -> np.ndarray | None:
+        if self.d_aff is None:
+            return None
+        bound = self.c * self.norm_max * self.d_aff
+        np.fill_diagonal(bound, 0.0)
+        return bound
+
+
+def _finite_classifiers(Y: torch.Tensor, probe_set: ProbeSet, settings: ExtrinsicSettings
+                        ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]:
+    """The classifiers of ``probe_set`` whose logits on ``Y`` are finite: weights, biases, their
+    indices in the set and their spectral norms."""
+    weight, bias = _as_tensor(probe_set.weight, settings), _as_tensor(probe_set.bias, settings)
+    if weight.shape[0] == 0:
+        return weight, bias, np.zeros(0, dtype=int), np.zeros(0)
+    finite = torch.isfinite(weight).all(dim=(1, 2)) & torch.isfinite(bias).all(dim=1)
+    for block in consecutive_blocks(list(range(weight.shape[0])), [1] * weight.shape[0], 64):
+        rows = torch.tensor(block, device=weight.device)
+        logits = _classifier_logits(Y, torch.nan_to_num(weight[rows]), torch.nan_to_num(bias[rows]),
+                                    settings.inverse_temperature)
+        finite[rows] &= torch.isfinite(logits).all(dim=2).all(dim=0)
+    keep = torch.nonzero(finite).squeeze(1)
+    norms = torch.linalg.matrix_norm(weight[keep], ord=2)
+    keep_norm = torch.isfinite(norms)
+    keep, norms = keep[keep_norm], norms[keep_norm]
+    return weight[keep], bias[keep], keep.cpu().numpy(), norms.cpu().numpy()
+
+
+class _PhaseClock:
+    """Wall and CPU seconds (``time.process_time``: all threads) of consecutive phases, summed into
+    ``seconds[phase]`` and ``seconds["cpu_" + phase]``; each ``stop`` ends one phase and starts the next."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self.start()
+
+    def start(self) -> None:
+        self.wall, self.cpu = time.monotonic(), time.process_time()
+
+    def stop(self, phase: str) -> None:
+        self.seconds[phase] += time.monotonic() - self.wall
+        self.seconds["cpu_" + phase] += time.process_time() - self.cpu
+        self.start()
 
 
 def extrinsic_distances(
@@ -369,12 +773,16 @@ def extrinsic_distances(
     map_weights: np.ndarray | None = None,
     random_probes: Sequence[ProbeSet] | None = None,
     settings: ExtrinsicSettings | None = None,
+    d_aff: np.ndarray | None = None,
 ) -> ExtrinsicResult:
-    """``d_psi`` (and ``d_worst`` when ``random_probes`` are given) for every ordered pair.
+    """``d_psi`` for every ordered pair, and with ``random_probes`` also ``d_worst`` and ``d_worst_search``.
 
     ``map_weights`` (K, K, N): the intrinsic solver's weights, ``[i, j]`` for the map ``i -> j``
     (``d_aff_weights.npy``); without them the composed start uses the least-squares map.
-    ``random_probes[j]``: encoder ``j``'s random-label classifiers. See the module docstring.
+    ``random_probes[j]``: encoder ``j``'s random-label classifiers (possibly none: the search then
+    starts from the task probe). ``d_aff`` (K, K): the certified values of those maps; with it every
+    classifier evaluated is checked against its own Lemma 5.2 bound and ``bound_worst`` is returned.
+    See the module docstring.
     """
     settings = settings or ExtrinsicSettings()
     count = len(representations)
@@ -387,30 +795,79 @@ def extrinsic_distances(
     n = rows.pop()
     if map_weights is not None and np.shape(map_weights) != (count, count, n):
         raise ValueError(f"map weights must be (K, K, N) = {(count, count, n)}, got {np.shape(map_weights)}")
+    if d_aff is not None and np.shape(d_aff) != (count, count):
+        raise ValueError(f"d_aff must be (K, K) = {(count, count)}, got {np.shape(d_aff)}")
+    if settings.search_radius is not None and not settings.search_radius > 0:
+        raise ConfigError(f"the worst-case search radius must be > 0, got {settings.search_radius}")
     lam = settings.inverse_temperature
-    tensors = [_as_tensor(rep, settings) for rep in representations]
+    widths = [rep.shape[1] for rep in representations]
+    # all targets in one (K, N, Dmax) stack (zero columns pad narrower encoders): the search's
+    # target-side products are one batched product; each encoder's matrix is a view into it
+    Y = torch.zeros((count, n, max(widths)), dtype=settings.dtype, device=settings.device)
+    for k, rep in enumerate(representations):
+        Y[k, :, : widths[k]] = _as_tensor(rep, settings)
+    tensors = [Y[k, :, : widths[k]] for k in range(count)]
     task_w = [_as_tensor(p.weight, settings)[None] for p in probes]  # (1, D, C)
     task_b = [_as_tensor(p.bias, settings)[None] for p in probes]
     n_classes = task_w[0].shape[2]
     task_logits = [_classifier_logits(t, w, b, lam) for t, w, b in zip(tensors, task_w, task_b)]
+    for j, logits in enumerate(task_logits):
+        if not bool(torch.isfinite(logits).all()):
+            raise NumericalError(f"the task probe of encoder '{names[j]}' gives non-finite logits on its own "
+                                 "representations; refit it (probe weights must be finite and moderate)")
+    task_norms = np.array([float(torch.linalg.matrix_norm(w[0], ord=2)) for w in task_w])
+    worst_case = random_probes is not None
+    y_mean = Y.mean(dim=1)  # (K, Dmax)
+    # per encoder (one centred copy at a time): largest and RMS centred row norms
+    centred_norms = [torch.linalg.vector_norm(t - y_mean[k, : widths[k]], dim=1) for k, t in enumerate(tensors)]
+    floor = np.array([float32_floor(float(norms.max())) for norms in centred_norms])
+    y_scale = torch.stack([torch.sqrt((norms**2).mean()) for norms in centred_norms])  # (K,)
+    del centred_norms
+    lemma = _LemmaCheck(count, d_aff, lam, floor)
+    drifted: list[str] = []
+    randoms: list[tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]] = []
+    skipped = np.zeros(count, dtype=int)
+    radius = np.zeros(count)
+    if worst_case:
+        for j in range(count):
+            randoms.append(_finite_classifiers(tensors[j], random_probes[j], settings))
+            skipped[j] = random_probes[j].weight.shape[0] - len(randoms[j][2])
+            if skipped[j]:
+                log.warning("encoder '%s': %d of %d random classifiers skipped: their logits or weight norm "
+                            "overflow (non-finite)", names[j], skipped[j], random_probes[j].weight.shape[0])
+            largest = max([task_norms[j], *randoms[j][3]])
+            radius[j] = largest if settings.search_radius is None else settings.search_radius
+        if (settings.search_steps or settings.search_candidates) and not any(len(r[2]) for r in randoms):
+            log.info("no random classifiers (n_random_classifiers: 0): the worst-case search starts from each "
+                     "target's task probe, in the ball of its norm%s",
+                     "" if settings.search_radius is None else f" (configured radius {settings.search_radius:g})")
     itemsize = torch.tensor([], dtype=settings.dtype).element_size()
     # a random head costs about ten (N, C) tensors at once, plus its refinement working set
     per_head = itemsize * n_classes * (10 * n + settings.working_set * 4)
+    budget = max(1, settings.block_mb * 2**20 // max(per_head, 1))  # heads per block
     d_psi = np.zeros((count, count))
-    d_worst = np.zeros((count, count)) if random_probes is not None else None
-    worst_index = np.full((count, count), -1, dtype=int) if random_probes is not None else None
+    d_worst = np.zeros((count, count)) if worst_case else None
+    d_search = np.zeros((count, count)) if worst_case else None
+    worst_index = np.full((count, count), -1, dtype=int) if worst_case else None
+    searched: dict[tuple[int, int], SearchedClassifier] = {}
     diagnostics: list[dict[str, object]] = []
-    seconds = {"d_psi": 0.0, "d_worst": 0.0}
+    seconds = {f"{kind}{phase}": 0.0 for kind in ("", "cpu_") for phase in ("d_psi", "d_worst", "d_worst_search")}
+    clock = _PhaseClock(seconds)
     for i in range(count):
         others = [j for j in range(count) if j != i]
         if not others:
             continue
-        tick = time.monotonic()
-        design = factorise(tensors[i], settings.multiplier, settings.dtype, settings.device).affine_design()
+        clock.start()
+        factors = factorise(tensors[i], settings.multiplier, settings.dtype, settings.device)
+        design = factors.affine_design()
         rank = design.shape[1] - 1
         Z = design[:, :rank] * math.sqrt(n)
         pair_maps = {j: _PairMaps(design, None if map_weights is None else _as_tensor(map_weights[i, j], settings))
                      for j in others}
+        for j in others:
+            lemma.rebuilt[i, j] = pair_maps[j].fit_target(tensors[j])
+            if d_aff is not None and map_weights is not None and lemma.rebuilt[i, j] > 1.01 * d_aff[i, j] + floor[j]:
+                drifted.append(f"{names[i]} -> {names[j]} ({lemma.rebuilt[i, j]:.3g} vs {d_aff[i, j]:.3g})")
         task_starts = [pair_maps[j].starts(task_logits[j]) for j in others]
         heads = _Heads(
             torch.softmax(torch.cat([task_logits[j] for j in others], dim=1), dim=2),
@@ -419,18 +876,24 @@ def extrinsic_distances(
         )
         task = _fit_heads(Z, heads, settings)
         d_psi[i, others] = task.value.cpu().numpy()
-        seconds["d_psi"] += time.monotonic() - tick
-        tick = time.monotonic()
+        for j in others:
+            lemma.add(i, j, d_psi[i, [j]], task_norms[[j]])
+        clock.stop("d_psi")
         worst_rows: dict[int, dict[str, object]] = {}
-        if random_probes is not None:
-            counts = [random_probes[j].weight.shape[0] for j in others]
-            budget = max(1, settings.block_mb * 2**20 // max(per_head, 1))
+        if worst_case:
+            # the search starts from each pair's worst classifier so far (the task probe unless beaten)
+            start_W = torch.stack([_pad(task_w[j][0], Y.shape[2]) for j in others])
+            start_b = torch.cat([task_b[j] for j in others])
+            start_A, start_c = task.A.clone(), task.c.clone()
+            counts = [len(randoms[j][2]) for j in others]
             d_worst[i, others] = d_psi[i, others]  # the task probe is one of the classifiers
             for block in consecutive_blocks(others, counts, budget):
+                block = [j for j in block if len(randoms[j][2])]
+                if not block:
+                    continue
                 per_target, starts = [], []
                 for j in block:
-                    rp = random_probes[j]
-                    logits = _classifier_logits(tensors[j], _as_tensor(rp.weight, settings), _as_tensor(rp.bias, settings), lam)
+                    logits = _classifier_logits(tensors[j], randoms[j][0], randoms[j][1], lam)
                     per_target.append(logits)
                     starts.append(pair_maps[j].starts(logits))
                 random = _fit_heads(Z, _Heads(
@@ -440,40 +903,121 @@ def extrinsic_distances(
                 ), settings)
                 offset = 0
                 for j, logits in zip(block, per_target):
-                    values = random.value[offset : offset + logits.shape[1]].cpu().numpy()
-                    grads = random.refine_grad[offset : offset + logits.shape[1]].cpu().numpy()
-                    offset += logits.shape[1]
-                    if values.size and values.max() > d_worst[i, j]:
-                        d_worst[i, j], worst_index[i, j] = float(values.max()), int(values.argmax())
+                    width = logits.shape[1]
+                    values = random.value[offset : offset + width].cpu().numpy()
+                    grads = random.refine_grad[offset : offset + width].cpu().numpy()
+                    lemma.add(i, j, values, randoms[j][3])
+                    best = int(values.argmax())
+                    if values[best] > d_worst[i, j]:
+                        slot = others.index(j)
+                        d_worst[i, j], worst_index[i, j] = float(values[best]), int(randoms[j][2][best])
+                        start_W[slot] = _pad(randoms[j][0][best], Y.shape[2])
+                        start_b[slot] = randoms[j][1][best]
+                        start_A[:, slot], start_c[slot] = random.A[:, offset + best], random.c[offset + best]
+                    offset += width
                     worst_rows[j] = {
-                        "random_median": float(np.median(values)) if values.size else math.nan,
+                        "random_median": float(np.median(values)),
                         "random_soft_label_iterations": random.soft_label_iterations,
                         "random_refine_iterations": random.refine_iterations,
-                        "random_refine_grad_norm_max": float(grads.max()) if grads.size else math.nan,
+                        "random_refine_grad_norm_max": float(grads.max()),
                     }
-        seconds["d_worst"] += time.monotonic() - tick
+            clock.stop("d_worst")
+            d_search[i, others] = d_worst[i, others]
+            if settings.search_steps or settings.search_candidates:
+                search = _WorstCaseSearch(Z, Y, y_mean, y_scale, i, others, pair_maps, settings)
+
+                def observe(values: torch.Tensor, norms: torch.Tensor, finite: torch.Tensor, group: int = 1) -> None:
+                    for slot, j in enumerate(others):
+                        keep = finite[slot * group : (slot + 1) * group]
+                        lemma.add(i, j, values[slot * group : (slot + 1) * group][keep].cpu().numpy(),
+                                  norms[slot * group : (slot + 1) * group][keep].cpu().numpy())
+
+                radius_t = torch.as_tensor(radius[others], dtype=settings.dtype, device=settings.device)
+                start_W, _ = _project_to_ball(start_W, radius_t)  # only a configured radius can move a start
+                start_value = torch.as_tensor(d_worst[i, others], dtype=settings.dtype, device=settings.device)
+                if settings.search_radius is not None:  # the projected starts need their own values
+                    result, finite = search.evaluate(_Classifiers(start_W, start_b), (start_A, start_c), settings, True)
+                    observe(result.value, torch.linalg.matrix_norm(start_W, ord=2), finite)
+                    start_value = torch.where(finite, result.value, torch.zeros_like(result.value))
+                    start_A, start_c = result.A, result.c
+                count_aimed = min(settings.search_candidates, n)
+                if count_aimed:  # classifiers aimed at the map's largest residuals: a better start when they win
+                    aimed = search.residual_classifiers(count_aimed, radius_t, n_classes)
+                    heads = len(others)
+                    width = aimed.W.shape[1]
+                    aimed_W = aimed.W.reshape(heads, count_aimed, width, n_classes)
+                    aimed_b = aimed.b.reshape(heads, count_aimed, n_classes)
+                    # chunks of candidates (all targets at once) within the random blocks' memory budget
+                    chunk = max(1, min(count_aimed, budget // heads))
+                    for first in range(0, count_aimed, chunk):
+                        part = _Classifiers(aimed_W[:, first : first + chunk].reshape(-1, width, n_classes),
+                                            aimed_b[:, first : first + chunk].reshape(-1, n_classes))
+                        group = part.W.shape[0] // heads
+                        result, finite = search.evaluate(part, None, settings, True, group)
+                        observe(result.value, torch.linalg.matrix_norm(part.W, ord=2), finite, group)
+                        values = result.value.nan_to_num(nan=-math.inf).reshape(heads, group)
+                        top = values.max(dim=1)
+                        pick = torch.arange(heads, device=values.device) * group + top.indices
+                        better = top.values > start_value
+                        start_W[better], start_b[better] = part.W[pick][better], part.b[pick][better]
+                        start_value = torch.where(better, top.values, start_value)
+                        start_A[:, better], start_c[better] = result.A[:, pick][:, better], result.c[pick][better]
+                best = search.run(_Classifiers(start_W, start_b), start_value, start_A, start_c, radius_t, observe)
+                values = best["value"].cpu().numpy()
+                improved = values > d_worst[i, others]
+                d_search[i, others] = np.where(improved, values, d_worst[i, others])
+                for slot, j in enumerate(others):
+                    linear, bias = _raw_map(factors, best["A"][:, slot], best["c"][slot])
+                    searched[(i, j)] = SearchedClassifier(
+                        best["W"][slot, : widths[j]].cpu().numpy(), best["b"][slot].cpu().numpy(), linear, bias,
+                        float(values[slot]))
+                    worst_rows.setdefault(j, {}).update({
+                        "search_accepted_steps": int(best["accepted"][slot]),
+                        "search_norm": float(best["norm"][slot]),
+                        "search_improved": bool(improved[slot]),
+                    })
+            clock.stop("d_worst_search")
         for slot, j in enumerate(others):
             row: dict[str, object] = {
                 "mapped_from": names[i], "mapped_to": names[j], "d_psi": d_psi[i, j],
                 **{name: float(task.candidates[name][slot]) for name in (*STARTS, "refined")},
-                "winning_start": STARTS[int(task.winner[slot])],
-                "refined_improved": bool(task.candidates["refined"][slot] < task.candidates[STARTS[int(task.winner[slot])]][slot]),
+                "winning_start": task.start_names[int(task.winner[slot])],
+                "refined_improved": bool(task.candidates["refined"][slot]
+                                         < task.candidates[task.start_names[int(task.winner[slot])]][slot]),
                 "soft_label_iterations": task.soft_label_iterations,
                 "soft_label_grad_norm": float(task.soft_label_grad[slot]),
                 "refine_iterations": task.refine_iterations,
                 "refine_grad_norm": float(task.refine_grad[slot]),
                 "source_rank": rank,
+                "d_aff_rebuilt": lemma.rebuilt[i, j],
+                "bound_slack": lemma.c * task_norms[j] * lemma.excess(i, j),
+                "bound_violations": int(lemma.violations[i, j]),
             }
-            if d_worst is not None:
+            if worst_case:
                 row["d_worst"] = d_worst[i, j]
                 row["worst_classifier"] = "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}"
+                row["d_worst_search"] = d_search[i, j]
+                row["search_radius"] = max(radius[j], lemma.norm_max[i, j])
+                row["classifiers_evaluated"] = int(lemma.evaluated[i, j])
+                row["bound_worst_slack"] = lemma.c * lemma.norm_max[i, j] * lemma.excess(i, j)
+                row["classifiers_skipped"] = int(skipped[j])
                 row.update(worst_rows.get(j, {}))
             diagnostics.append(row)
         log.info("source %d/%d '%s' (rank %d): d_psi %s%s", i + 1, count, names[i], rank,
                  np.array2string(d_psi[i, others], precision=4),
-                 "" if d_worst is None else ", d_worst " + np.array2string(d_worst[i, others], precision=4))
+                 "" if d_worst is None else ", d_worst " + np.array2string(d_worst[i, others], precision=4)
+                 + ", d_worst_search " + np.array2string(d_search[i, others], precision=4))
     log.info("seconds: %s", {k: round(v, 2) for k, v in seconds.items()})
-    return ExtrinsicResult(names, d_psi, d_worst, worst_index, diagnostics, seconds)
+    if drifted:
+        log.warning("%d pairs: the d_aff map rebuilt from the stored (float32) solver weights has a largest residual "
+                    "more than 1 %% above d_aff (column d_aff_rebuilt): an ill-conditioned weighted fit, or d_aff and "
+                    "the weights disagree; Lemma 5.2 is checked with the rebuilt residual only within %d float32 "
+                    "floors of d_aff: %s", len(drifted), EXCESS_FLOORS, "; ".join(drifted[:5]))
+    if worst_case and (np.any(d_worst < d_psi) or np.any(d_search < d_worst)):
+        raise NumericalError("d_psi <= d_worst <= d_worst_search broke: a bug, the maxima are over nested sets")
+    return ExtrinsicResult(names, d_psi, d_worst, worst_index, diagnostics, seconds, d_search, lemma.bound_worst(),
+                           lemma.violations, radius if worst_case else None, skipped if worst_case else None,
+                           searched)
 
 
 def fixed_classifier_distances(
@@ -483,5 +1027,5 @@ def fixed_classifier_distances(
     map_weights: np.ndarray | None = None,
     settings: ExtrinsicSettings | None = None,
 ) -> ExtrinsicResult:
-    """``d_psi`` only (no random classifiers); see :func:`extrinsic_distances`."""
+    """``d_psi`` only (no random classifiers, no search); see :func:`extrinsic_distances`."""
     return extrinsic_distances(representations, probes, names, map_weights, None, settings)

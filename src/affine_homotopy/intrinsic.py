@@ -10,13 +10,16 @@ Measures (all distances; 0 = identical up to the map class; names are the CSV fi
 
 ``d_aff``
     Eq. 19, ``min over affine psi of max_n ||y_n - psi(x_n)||_2`` (L2 norm in the target's space,
-    not divided by ``D``). A second-order-cone problem, solved by Lawson's iteratively reweighted
-    least squares, which certifies an interval at every step: for weights ``w`` on the simplex,
-    ``sqrt(min_psi sum_n w_n ||y_n - psi(x_n)||^2)`` is a **lower bound** (a maximum is at least
-    any weighted mean) and the largest residual of any fitted map is an **upper bound**. The
-    iteration stops when ``upper - lower <= tol * upper + atol`` (``atol`` = 10 eps(float32) times
-    the target's largest centred row norm: below it a residual is float32 rounding) or after
-    ``max_iter`` steps. ``d_aff`` is the upper bound (attained by a map), ``d_aff_lower`` the lower.
+    not divided by ``D``). A second-order-cone problem, solved by the certified minimax solvers of
+    :mod:`affine_homotopy.minimax` (``SolverSettings.solver``: ``jacobi``, a Jacobi-scaled dual
+    ascent with Anderson mixing and a monotone safeguard, by default; ``lawson``, Lawson's
+    iteratively reweighted least squares, as an option). Both certify an interval at every step:
+    for weights ``w`` on the simplex, ``sqrt(min_psi sum_n w_n ||y_n - psi(x_n)||^2)`` is a
+    **lower bound** (a maximum is at least any weighted mean) and the largest residual of any
+    fitted map is an **upper bound**. The iteration stops when ``upper - lower <= tol * upper +
+    atol`` (``atol`` = 10 eps(float32) times the target's largest centred row norm: below it a
+    residual is float32 rounding) or after ``max_iter`` weighted fits (``converged`` false).
+    ``d_aff`` is the upper bound (attained by a map), ``d_aff_lower`` the lower.
 ``d_aff_ls``
     Largest residual of the plain least-squares affine map (the paper's way: fit the mean squared
     error, evaluate the maximum). Always ``>= d_aff``.
@@ -52,7 +55,7 @@ at float32 rounding level are dropped), so encoders may differ in width and ``N 
 Engine: each encoder is factorised once (``X - mu = Q diag(s) V^T``, and the uncentred ``X`` for
 ``d_lin``). Pair work uses only ``Q``, ``s`` and ``V``: the target ``Y_j`` is represented as
 ``Q_j diag(s_j)``, which has the same row norms and residuals as ``Y_j`` itself. For each source,
-``Q_i^T [Q_1 ... Q_K]`` is one matrix product, and the Lawson iterations of a block of targets are
+``Q_i^T [Q_1 ... Q_K]`` is one matrix product, and the solver iterations of a block of targets are
 batched matrix products, so memory stays bounded by ``block_mb`` as K grows.
 """
 
@@ -67,14 +70,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .linalg import FLOAT32_EPS, Factors, WeightedLeastSquares, factorise, weighted_fit
+from .errors import ConfigError
+from .linalg import FLOAT32_EPS, Factors, WeightedLeastSquares, factorise, thin_svd
+from .minimax import DEFAULT_MEMORY, DEFAULT_SOLVER, SOLVERS, MinimaxResult, minimax_fit
+from .names import INTRINSIC_MEASURES
 
 log = logging.getLogger(__name__)
 
-MEASURES = (
-    "d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm", "d_lin", "d_iso",
-    "procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka",
-)
+MEASURES = INTRINSIC_MEASURES  # the file stems of intrinsic/<task>/<layer>/ (defined in names.py)
 SVCCA_VARIANCE = 0.99
 
 
@@ -83,107 +86,15 @@ class SolverSettings:
     tol: float = 1e-3
     max_iter: int = 1000
     multiplier: float = 5.0  # the rank rule's n
-    power: float = 1.0  # Lawson weight update w <- w * r**power (1 = classical Lawson)
+    solver: str = DEFAULT_SOLVER  # a key of affine_homotopy.minimax.SOLVERS: "jacobi" or "lawson"
+    power: float = 1.0  # lawson only: weight update w <- w * r**power (1 = classical Lawson)
+    anderson_memory: int = DEFAULT_MEMORY  # jacobi only: Anderson mixing memory (0 = plain steps)
     block_mb: int = 1024
     dtype: torch.dtype = torch.float64
     device: torch.device | str = "cpu"
     measures: tuple[str, ...] = MEASURES
     keep_weights: bool = False  # return the weights of each d_aff map (to rebuild it: affine_map)
     iterate_dtype: torch.dtype | None = None  # e.g. float32: faster iterations, bounds certified in dtype
-
-
-# ---------------------------------------------------------------------------------------------
-# the minimax solver
-
-
-@dataclass
-class MinimaxResult:
-    upper: torch.Tensor  # (B,) max residual of the best map found: the reported value
-    lower: torch.Tensor  # (B,) certified lower bound
-    least_squares: torch.Tensor  # (B,) max residual of the plain least-squares map (iteration 1)
-    coef: torch.Tensor  # (B, p, q) coefficients of the best map on the design
-    iterations: torch.Tensor  # (B,)
-    weights: torch.Tensor  # (B, N) the weights whose weighted least-squares fit is the best map
-
-
-def minimax_fit(
-    design: torch.Tensor, targets: torch.Tensor, atol: torch.Tensor, tol: float = 1e-3,
-    max_iter: int = 1000, power: float = 1.0, prune: float = 1e-10, iterate_dtype: torch.dtype | None = None,
-    orthonormal: bool = False,
-) -> MinimaxResult:
-    """``min_C max_n ||targets[b, n] - design[n] @ C||_2`` for a batch of targets sharing a design.
-
-    ``design`` (N, p) must have full column rank (an orthonormal basis, possibly with a constant
-    column). ``targets`` (B, N, q): zero-padded columns are harmless. Lawson's iteratively
-    reweighted least squares with the certified interval described in the module docstring.
-    ``power`` 1 is classical Lawson (monotone, convergent); larger values are faster on easy
-    problems but can stall on a wrong support. Rows whose weight falls below ``prune`` times the
-    largest are set to weight 0 and left out of the weighted fits (any simplex weights give a valid
-    lower bound); every row still enters the upper bound.
-
-    ``iterate_dtype`` (e.g. float32, twice as fast on CPUs) runs the iterations in that precision;
-    the reported bounds are then recomputed in the design's precision from the iterations' best
-    weights, so they stay certified. ``orthonormal``: the design's columns are orthonormal, so the
-    first (uniform-weight) step is a plain projection and needs no Gram matrix.
-    """
-    exact_design, exact_targets = design, targets
-    if iterate_dtype is not None and iterate_dtype != design.dtype:
-        design, targets = design.to(iterate_dtype), targets.to(iterate_dtype)
-    batch, n, _ = targets.shape
-    weights = torch.full((batch, n), 1.0 / n, dtype=design.dtype, device=design.device)
-    upper = torch.full((batch,), math.inf, dtype=design.dtype, device=design.device)
-    lower = torch.zeros_like(upper)
-    least_squares = torch.zeros_like(upper)
-    coef_best = targets.new_zeros((batch, design.shape[1], targets.shape[2]))
-    weights_best = weights.clone()  # the weights whose fit attains `upper`
-    weights_lower = weights.clone()  # the weights that attain `lower`
-    iterations = torch.zeros(batch, dtype=torch.long, device=design.device)
-    active = torch.arange(batch, device=design.device)
-    rows = torch.arange(n, device=design.device)  # rows carrying weight in any active pair
-    for step in range(1, max_iter + 1):
-        w = weights[active]
-        if step == 1 and orthonormal:
-            coef = design.T @ targets  # least squares on orthonormal columns: a projection
-            residual = torch.linalg.vector_norm(targets - design @ coef, dim=2)
-        else:
-            coef, residual = weighted_fit(design, targets[active], w, None if len(rows) == n else rows)
-        step_upper = residual.max(dim=1).values
-        step_lower = torch.sqrt((w * residual**2).sum(dim=1))
-        if step == 1:
-            least_squares[active] = step_upper
-        better = step_upper < upper[active]
-        coef_best[active[better]] = coef[better]
-        weights_best[active[better]] = w[better]
-        higher = step_lower > lower[active]
-        weights_lower[active[higher]] = w[higher]
-        upper[active] = torch.minimum(upper[active], step_upper)
-        lower[active] = torch.maximum(lower[active], step_lower)
-        iterations[active] = step
-        done = (upper[active] - lower[active]) <= tol * upper[active] + atol[active].to(design.dtype)
-        new_w = w * residual**power
-        new_w = torch.where(new_w >= prune * new_w.max(dim=1, keepdim=True).values, new_w, 0.0)
-        total = new_w.sum(dim=1, keepdim=True)
-        weights[active] = torch.where(total > 0, new_w / total.clamp(min=torch.finfo(design.dtype).tiny), w)
-        active = active[~done]
-        if active.numel() == 0:
-            break
-        rows = torch.nonzero((weights[active] > 0).any(dim=0)).squeeze(1)
-    if design is exact_design:
-        return MinimaxResult(upper, torch.minimum(lower, upper), least_squares, coef_best, iterations, weights_best)
-    # certify in full precision: the best map, the best lower-bound weights, and least squares
-    uniform = torch.full_like(weights_best, 1.0 / n, dtype=exact_design.dtype)
-    coef_ls, residual_ls = weighted_fit(exact_design, exact_targets, uniform)
-    coef_up, residual_up = weighted_fit(exact_design, exact_targets, weights_best.to(exact_design.dtype))
-    w_low = weights_lower.to(exact_design.dtype)
-    _, residual_low = weighted_fit(exact_design, exact_targets, w_low)
-    ls_value, up_value = residual_ls.max(dim=1).values, residual_up.max(dim=1).values
-    use_ls = ls_value < up_value
-    upper_exact = torch.where(use_ls, ls_value, up_value)
-    coef_exact = torch.where(use_ls[:, None, None], coef_ls, coef_up)
-    weights_exact = torch.where(use_ls[:, None], uniform, weights_best.to(exact_design.dtype))
-    lower_exact = torch.sqrt((w_low * residual_low**2).sum(dim=1))
-    return MinimaxResult(upper_exact, torch.minimum(lower_exact, upper_exact), ls_value, coef_exact, iterations,
-                         weights_exact)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,9 +107,14 @@ class IntrinsicResult:
     matrices: dict[str, np.ndarray]  # measure -> (K, K)
     ranks: np.ndarray  # (K,) numerical rank of each centred matrix
     dims: np.ndarray
-    iterations: np.ndarray  # (K, K) Lawson iterations for d_aff
+    iterations: np.ndarray  # (K, K) weighted least-squares fits of the minimax solver for d_aff
     seconds: dict[str, float] = field(default_factory=dict)
     weights: np.ndarray | None = None  # (K, K, N) float32: weights of the map attaining d_aff (i -> j)
+    solver: str = DEFAULT_SOLVER
+    # (K, K) bool: the d_aff interval met the stopping test (gap <= tol * upper + atol); else max_iter stopped it
+    converged: np.ndarray | None = None
+    lin_iterations: np.ndarray | None = None  # (K, K) as `iterations`, for d_lin (None unless computed)
+    lin_converged: np.ndarray | None = None  # (K, K) as `converged`, for d_lin
 
 
 def _pad_columns(blocks: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -209,9 +125,13 @@ def _pad_columns(blocks: Sequence[torch.Tensor]) -> torch.Tensor:
     return out
 
 
-def _target_batches(count: int, n: int, width: int, p: int, itemsize: int, block_mb: int) -> int:
-    """How many targets fit into one Lawson batch: (b, N, p) weighted design + (b, N, q) targets x 2."""
-    per_target = n * (p + 3 * width) * itemsize
+def _target_batches(count: int, n: int, width: int, p: int, itemsize: int, block_mb: int, memory: int = 0) -> int:
+    """How many targets fit into one solver batch.
+
+    Per target: the weighted design and the leverage product (N, p) each, targets, fit and residual
+    (N, q) each, the Anderson history 2 (memory + 1) N and about ten N-vectors of solver state.
+    """
+    per_target = n * (2 * p + 3 * width + 2 * (memory + 1) + 10) * itemsize
     return max(1, min(count, block_mb * 2**20 // max(per_target, 1)))
 
 
@@ -239,7 +159,7 @@ def _baselines_for_source(fi: Factors, factors: Sequence[Factors], targets: Sequ
                 out[key].append(float("nan"))
             out["d_iso"][-1] = float(torch.linalg.vector_norm(fj.Q * fj.s, dim=1).max()) if fi.rank == 0 else float("nan")
             continue
-        A, rho, _ = torch.linalg.svd(M, full_matrices=False)
+        A, rho, _ = thin_svd(M)
         rho = rho[:m].clamp(max=1.0)
         out["cca_r2"].append(float(1 - (rho**2).mean()))
         out["cca_rho"].append(float(1 - rho.mean()))
@@ -247,12 +167,12 @@ def _baselines_for_source(fi: Factors, factors: Sequence[Factors], targets: Sequ
         alpha = (A[:, :m].T @ (fi.s[:, None] * fi.Vt)).abs().sum(dim=1)
         out["pwcca"].append(float(1 - (alpha * rho).sum() / alpha.sum()))
         keep_j = _svcca_keep(fj.s)
-        rho_sv = torch.linalg.svdvals(M[:keep_i, :keep_j])[: min(keep_i, keep_j)].clamp(max=1.0)
+        rho_sv = thin_svd(M[:keep_i, :keep_j])[1][: min(keep_i, keep_j)].clamp(max=1.0)
         out["svcca"].append(float(1 - rho_sv.mean()))
         scaled = fi.s[:, None] * M * fj.s[None, :]  # X_c^T Y_c in the two SVD bases
         cka = (scaled**2).sum() / (torch.linalg.vector_norm(fi.s**2) * torch.linalg.vector_norm(fj.s**2))
         out["cka"].append(float(1 - cka))
-        P, sigma, Qt = torch.linalg.svd(scaled, full_matrices=False)
+        P, sigma, Qt = thin_svd(scaled)
         out["procrustes"].append(float(2 - 2 * sigma.sum() / (torch.linalg.vector_norm(fi.s) * torch.linalg.vector_norm(fj.s))))
         # d_iso: residual of y_c ~ x_c R in target coordinates: Q_j S_j - Q_i S_i P Qt
         residual = fj.Q * fj.s - fi.Q @ (fi.s[:, None] * (P @ Qt))
@@ -267,6 +187,9 @@ def pairwise_intrinsic(
 ) -> IntrinsicResult:
     """Every measure of the module docstring for every ordered pair; see there for conventions."""
     settings = settings or SolverSettings()
+    if settings.solver not in SOLVERS:
+        raise ConfigError(f"unknown minimax solver {settings.solver!r} (config key 'intrinsic.solver'); "
+                          f"choose one of {sorted(SOLVERS)}")
     count = len(representations)
     names = list(names) if names is not None else [str(k) for k in range(count)]
     rows = {rep.shape[0] for rep in representations}
@@ -282,6 +205,9 @@ def pairwise_intrinsic(
     matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
     weights = np.zeros((count, count, n), dtype=np.float32) if settings.keep_weights else None
     iterations = np.zeros((count, count), dtype=int)
+    converged = np.ones((count, count), dtype=bool)
+    lin_iterations = np.zeros((count, count), dtype=int)
+    lin_converged = np.ones((count, count), dtype=bool)
     # each target in its own coordinates (same row norms and residuals as the data), built once
     target_parts = [(f.Q * f.s, f.row_norm_max) for f in factors]
     raw_parts = [(f.Q_raw * f.s_raw, f.raw_row_norm_max) for f in factors] if "d_lin" in wanted else []
@@ -301,14 +227,15 @@ def pairwise_intrinsic(
                 matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
                 matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
                 iterations[i, block] = result.iterations.cpu().numpy()
+                converged[i, block] = result.converged.cpu().numpy()
                 if weights is not None:
                     weights[i, block] = result.weights.float().cpu().numpy()
                 # linear part in original coordinates: V_i diag(1/s_i) C V_j^T -> ||diag(1/s_i) C||_2
                 linear = result.coef[:, : fi.rank, :] / fi.s[None, :, None]
                 if fi.rank > 0:
                     matrices["psi_norm"][i, block] = torch.linalg.matrix_norm(linear, ord=2).cpu().numpy()
-                log.info("d_aff: source %d/%d '%s' (rank %d) -> %d targets: %s iterations, max gap %.2e",
-                         i + 1, count, names[i], fi.rank, len(block), result.iterations.tolist(),
+                log.info("d_aff (%s): source %d/%d '%s' (rank %d) -> %d targets: %s iterations, max gap %.2e",
+                         settings.solver, i + 1, count, names[i], fi.rank, len(block), result.iterations.tolist(),
                          float(((result.upper - result.lower) / result.upper.clamp(min=1e-300)).max()))
         timer["d_aff"] += time.monotonic() - tick
         tick = time.monotonic()
@@ -316,6 +243,8 @@ def pairwise_intrinsic(
             for block, result in _solve_blocks(fi.Q_raw, raw_parts, others, settings):
                 matrices["d_lin"][i, block] = result.upper.cpu().numpy()
                 matrices["d_lin_lower"][i, block] = result.lower.cpu().numpy()
+                lin_iterations[i, block] = result.iterations.cpu().numpy()
+                lin_converged[i, block] = result.converged.cpu().numpy()
         timer["d_lin"] += time.monotonic() - tick
         log.info("source %d/%d '%s' done (%.1f s so far)", i + 1, count, names[i], time.monotonic() - started)
     dims = np.array([f.dim for f in factors])
@@ -327,8 +256,46 @@ def pairwise_intrinsic(
     families = {"d_aff": ("d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"), "d_lin": ("d_lin", "d_lin_lower"),
                 "baselines": ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")}
     computed = {m for members in families.values() if wanted & set(members) for m in members}
+    lin = "d_lin" in computed
     return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer,
-                           weights)
+                           weights, settings.solver, converged, lin_iterations if lin else None,
+                           lin_converged if lin else None)
+
+
+def solver_table(result: IntrinsicResult) -> list[dict[str, object]]:
+    """One row per ordered pair ``i != j`` for ``d_aff_solver.csv``: the certified intervals, the solver,
+    its weighted fits (``iterations``) and whether the interval met the stopping test (``converged``)."""
+    names, m = result.names, result.matrices
+    rows: list[dict[str, object]] = []
+    for i, j in ((i, j) for i in range(len(names)) for j in range(len(names)) if i != j):
+        upper, lower = m["d_aff"][i, j], m["d_aff_lower"][i, j]
+        row: dict[str, object] = {
+            "mapped_from": names[i], "mapped_to": names[j], "d_aff": upper, "d_aff_lower": lower,
+            "gap": upper - lower, "relative_gap": (upper - lower) / upper if upper > 0 else 0.0,
+            "d_aff_ls": m["d_aff_ls"][i, j], "iterations": int(result.iterations[i, j]),
+            "d_lin": m["d_lin"][i, j] if "d_lin" in m else float("nan"),
+            "d_lin_lower": m["d_lin_lower"][i, j] if "d_lin" in m else float("nan"),
+            "solver": result.solver,
+            "converged": bool(result.converged[i, j]) if result.converged is not None else True,
+        }
+        if result.lin_iterations is not None and result.lin_converged is not None:
+            row["d_lin_iterations"] = int(result.lin_iterations[i, j])
+            row["d_lin_converged"] = bool(result.lin_converged[i, j])
+        rows.append(row)
+    return rows
+
+
+def missed_tol_warning(result: IntrinsicResult, tol: float, max_iter: int) -> str | None:
+    """One line counting the pairs whose interval missed ``tol`` at ``max_iter`` (d_aff and d_lin), or None."""
+    off = ~np.eye(len(result.names), dtype=bool)
+    counts = {name: int((~flags[off]).sum()) for name, flags in
+              (("d_aff", result.converged), ("d_lin", result.lin_converged)) if flags is not None}
+    if not any(counts.values()):
+        return None
+    return (", ".join(f"{c} of {int(off.sum())} {name} pairs" for name, c in counts.items())
+            + f" stopped at max_iter = {max_iter} ({result.solver} solver) without reaching the certified gap "
+            f"tol = {tol:g}; their intervals are still certified but wider (d_aff_solver.csv: columns converged, "
+            "d_lin_converged). Raise intrinsic.max_iter or tol to remove this warning.")
 
 
 def _solve_blocks(
@@ -337,16 +304,20 @@ def _solve_blocks(
     """Minimax fits of ``design`` onto the chosen targets (matrix, largest row norm), in memory-bounded batches."""
     n, p = design.shape
     itemsize = design.element_size()
-    for block in _blocks(chosen, n, max(targets[j][0].shape[1] for j in chosen), p, itemsize, settings.block_mb):
+    memory = settings.anderson_memory if settings.solver == "jacobi" else 0
+    width = max(targets[j][0].shape[1] for j in chosen)
+    for block in _blocks(chosen, n, width, p, itemsize, settings.block_mb, memory):
         stacked = _pad_columns([targets[j][0] for j in block])
         # below 10 eps(float32) x the target's scale a residual is float32 rounding: stop there
         atol = torch.tensor([10 * FLOAT32_EPS * targets[j][1] for j in block], dtype=design.dtype, device=design.device)
-        yield block, minimax_fit(design, stacked, atol, settings.tol, settings.max_iter, settings.power,
+        yield block, minimax_fit(design, stacked, atol, settings.tol, settings.max_iter, solver=settings.solver,
+                                 power=settings.power, memory=settings.anderson_memory,
                                  iterate_dtype=settings.iterate_dtype, orthonormal=True)
 
 
-def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_mb: int) -> list[list[int]]:
-    size = _target_batches(len(items), n, width, p, itemsize, block_mb)
+def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_mb: int,
+            memory: int = 0) -> list[list[int]]:
+    size = _target_batches(len(items), n, width, p, itemsize, block_mb, memory)
     return [items[k : k + size] for k in range(0, len(items), size)]
 
 
@@ -358,7 +329,7 @@ def pairwise_affine_ls(
     device: torch.device | str = "cpu",
     block_mb: int = 256,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares ``d_aff_ls`` for all ordered pairs and the ranks (one Lawson step)."""
+    """Least-squares ``d_aff_ls`` for all ordered pairs and the ranks (the solvers' first, uniform-weight fit)."""
     settings = SolverSettings(max_iter=1, multiplier=multiplier, dtype=dtype, device=device, block_mb=block_mb,
                               measures=("d_aff_ls",))
     result = pairwise_intrinsic(representations, names, settings)

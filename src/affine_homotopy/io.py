@@ -6,7 +6,8 @@ into place, so a job killed mid-write never leaves a file that a rerun would tru
 Contracts
 ---------
 * Embeddings: ``<split>.npy`` float32 array of shape ``(n_layers, N, D)`` plus a JSON sidecar
-  ``<split>.json`` (``layers`` = hidden-state indices in the order of the first axis, ``pooling``,
+  ``<split>.json`` (``layers`` = hidden-state indices in the order of the first axis,
+  ``positions`` = their labels such as ``layer4`` / ``depth0.50`` / ``last``, ``depth``, ``pooling``,
   ``revision``, ``N``, ``D`` ...).
 * Pairwise matrices: CSV with the encoder names as index and header, in config order. Cell
   ``(i, j)`` always describes encoder ``i`` (row) mapped onto encoder ``j`` (column).
@@ -21,10 +22,12 @@ import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is a workflow dependency: the core library (atomic writers) runs without it
+    import pandas as pd
 
 
 _UMASK = os.umask(0)
@@ -100,15 +103,19 @@ def write_embeddings(
     write_json(Path(npy_path).with_suffix(".json"), meta)
 
 
-def read_embeddings(npy_path: str | os.PathLike[str], layer: int | None = None) -> np.ndarray:
-    """Read embeddings as float32; with ``layer`` (a hidden-state index) return its (N, D) slice."""
+def read_embeddings(npy_path: str | os.PathLike[str], layer: int | str | None = None) -> np.ndarray:
+    """Read embeddings as float32; with ``layer`` return one (N, D) slice.
+
+    ``layer`` is a hidden-state index (int) or a position label (str, e.g. ``layer6``; see
+    :mod:`affine_homotopy.layers`), resolved through the array's sidecar.
+    """
+    from .layers import slot_of
+
     array = np.load(npy_path, mmap_mode="r")
     if layer is None:
         return np.asarray(array, dtype=np.float32)
-    layers = read_json(Path(npy_path).with_suffix(".json"))["layers"]
-    if layer not in layers:
-        raise KeyError(f"{npy_path} holds layers {layers}, not layer {layer}")
-    return np.asarray(array[layers.index(layer)], dtype=np.float32)
+    slot = slot_of(read_json(Path(npy_path).with_suffix(".json")), layer)
+    return np.asarray(array[slot], dtype=np.float32)
 
 
 def write_matrix(path: str | os.PathLike[str], matrix: np.ndarray, names: Sequence[str]) -> None:
@@ -116,12 +123,16 @@ def write_matrix(path: str | os.PathLike[str], matrix: np.ndarray, names: Sequen
     matrix = np.asarray(matrix, dtype=float)
     if matrix.shape != (len(names), len(names)):
         raise ValueError(f"matrix shape {matrix.shape} does not match {len(names)} names")
+    import pandas as pd
+
     frame = pd.DataFrame(matrix, index=list(names), columns=list(names))
     frame.index.name = "mapped_from"
     write_csv(path, frame, index=True)
 
 
 def read_matrix(path: str | os.PathLike[str]) -> pd.DataFrame:
+    import pandas as pd
+
     frame = pd.read_csv(path, index_col=0)
     if list(frame.index) != list(frame.columns):
         raise ValueError(f"{path}: index and columns must name the same encoders in the same order")

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from .errors import NumericalError
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,13 @@ def select_device(preference: str = "auto", gpus_granted: int | None = None) -> 
         return torch.device("cuda")
     granted = gpus_granted is None or gpus_granted > 0
     return torch.device("cuda" if available and granted else "cpu")
+
+
+def float32_floor(row_norm_max: float) -> float:
+    """Residuals below ``10 eps(float32)`` times a target's largest centred row norm are float32
+    rounding (the minimax solvers' absolute stopping tolerance, and the extrinsic stage's slack on
+    Lemma 5.2: its maps are rebuilt from float32-stored solver weights)."""
+    return 10 * FLOAT32_EPS * float(row_norm_max)
 
 
 def rank_threshold(sigma_max: float, n_rows: int, n_cols: int, multiplier: float = 5.0) -> float:
@@ -82,10 +92,46 @@ def consecutive_blocks(items: list[int], sizes: list[int], budget: int) -> list[
     return blocks
 
 
+def check_finite_representations(
+    arrays: Sequence[np.ndarray], encoders: Sequence[str], task: str, layer: int | str, split: str | None = None,
+    fix: str = "re-run the embed (or derive) job of that encoder and check its model weights and max_length",
+) -> None:
+    """Raise :class:`NumericalError` before any work when a representation holds NaN or Inf.
+
+    ``arrays[k]`` (N, D) belongs to ``encoders[k]``. The message names every bad encoder with the
+    task, layer (and split) and the number of rows (examples) holding a non-finite value.
+    """
+    problems = []
+    for array, encoder in zip(arrays, encoders, strict=True):
+        finite = np.isfinite(array)
+        if finite.all():
+            continue
+        bad_rows = np.flatnonzero(~finite.reshape(finite.shape[0], -1).all(axis=1))
+        where = f"encoder '{encoder}', task '{task}'" + (f", split {split}" if split else "") + f", layer {layer}"
+        problems.append(f"{where}: {int((~finite).sum())} non-finite values (NaN/Inf) in {len(bad_rows)} of "
+                        f"{finite.shape[0]} rows, first at row {bad_rows[0]}")
+    if problems:
+        raise NumericalError("; ".join(problems) + f". Fix: {fix}; no output was written.")
+
+
 def rms(X: np.ndarray) -> float:
     """Root mean square of the centred entries of X."""
     centred = X - X.mean(axis=0, keepdims=True)
     return float(math.sqrt(float(np.mean(centred.astype(np.float64) ** 2))))
+
+
+def thin_svd(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``U, s, Vt`` of a 2-D matrix (thin). torch's CPU SVD (LAPACK gesdd) can fail to converge on
+    matrices whose singular values are all (nearly) equal -- ``Q_i^T Q_j`` of an encoder and its exact
+    affine image is one -- so a failure is retried with the slower, more robust gesvd (scipy)."""
+    try:
+        return torch.linalg.svd(matrix, full_matrices=False)
+    except torch.linalg.LinAlgError:
+        import scipy.linalg
+
+        parts = scipy.linalg.svd(matrix.detach().cpu().numpy(), full_matrices=False, lapack_driver="gesvd")
+        U, s, Vt = (torch.from_numpy(np.ascontiguousarray(part)).to(matrix) for part in parts)
+        return U, s, Vt
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,17 +173,22 @@ def factorise(
     from the D x D Gram matrix, which would square the condition number); on the sizes of this
     study it costs about as much as forming that Gram matrix.
     """
-    X = torch.as_tensor(np.asarray(X) if not isinstance(X, torch.Tensor) else X).to(device=device, dtype=dtype)
+    if not isinstance(X, torch.Tensor):
+        X = np.asarray(X)
+        if not X.flags.writeable:  # e.g. a slice of memory-mapped embeddings: torch warns on read-only arrays
+            X = X.astype(np.float64 if dtype == torch.float64 else X.dtype)
+        X = torch.from_numpy(X)
+    X = X.to(device=device, dtype=dtype)
     if X.ndim != 2:
         raise ValueError(f"representations must be a 2-D (N, D) array, got shape {tuple(X.shape)}")
     n, dim = X.shape
     mean = X.mean(dim=0)
     centred = X - mean
-    U, s, Vt = torch.linalg.svd(centred, full_matrices=False)
+    U, s, Vt = thin_svd(centred)
     raw_row_norm_max = float(torch.linalg.vector_norm(X, dim=1).max())
     r = numerical_rank(s, n, dim, multiplier, raw_row_norm_max)
     if uncentred:
-        U_raw, s_raw, _ = torch.linalg.svd(X, full_matrices=False)
+        U_raw, s_raw, _ = thin_svd(X)
         r_raw = numerical_rank(s_raw, n, dim, multiplier, raw_row_norm_max)
         U_raw, s_raw = U_raw[:, :r_raw].contiguous(), s_raw[:r_raw].clone()
     else:
@@ -191,10 +242,15 @@ class WeightedLeastSquares:
         coef = torch.cholesky_solve(self.weighted.transpose(1, 2) @ sub_targets, self.factor)
         return coef[0] if single and self.single else coef
 
-    def leverages(self) -> torch.Tensor:
-        """``k_n = x_n M^-1 x_n^T`` for every row of the design (B, N): one N p^2 product per batch entry."""
-        inverse = torch.cholesky_inverse(self.factor)  # (B, p, p)
-        return ((self.design @ inverse) * self.design).sum(dim=2)
+    def leverages(self, select: torch.Tensor | None = None) -> torch.Tensor:
+        """``k_n = x_n M^-1 x_n^T`` for every row of the design (B, N): one triangular solve per batch entry.
+
+        ``select`` (a boolean mask or indices over the batch) computes them for those entries only.
+        """
+        factor = self.factor if select is None else self.factor[select]
+        # k_n = ||L^-1 x_n||^2 with M = L L^T: a triangular solve, half the flops of x_n M^-1 x_n^T
+        solved = torch.linalg.solve_triangular(factor, self.design.T.expand(factor.shape[0], -1, -1), upper=False)
+        return (solved * solved).sum(dim=1)
 
 
 def weighted_fit(

@@ -129,7 +129,7 @@ def asymmetry_grid(
             vmax = max(float(np.nanmax(v)) for v in values) or 1.0
             image = None
             for col, (layer, matrix) in enumerate(zip(layers, values)):
-                _, image = _strip_heatmap(fig, outer[row, col], matrix, labels, 0.0, vmax, f"{task} · layer {layer}",
+                _, image = _strip_heatmap(fig, outer[row, col], matrix, labels, 0.0, vmax, f"{task} · {layer}",
                                           show_ylabels=col == 0)
             fig.colorbar(image, cax=fig.add_subplot(outer[row, -1]), label=label)
         fig.suptitle(title)
@@ -205,7 +205,7 @@ def rank_vs_distance(per_encoder: pd.DataFrame, correlations: pd.DataFrame, task
                     st = category_style(k)
                     ax.plot(part["rank"], part[f"{direction}_median"], linestyle="none", marker=st["marker"],
                             color=st["color"], ms=3.5, alpha=0.85,
-                            label=f"layer {layer}: ρ = {cor.spearman_rho:.2f} (p {cor.p_permutation:.2g})")
+                            label=f"{layer}: ρ = {cor.spearman_rho:.2f} (p {cor.p_permutation:.2g})")
                 ax.set_title(f"{task}: median d_aff {'to' if direction == 'to' else 'from'} encoder")
                 ax.set_xlabel("numerical rank" if r == 1 else "")
                 ax.set_ylabel(f"median d_aff ({direction})" if c == 0 else "")
@@ -223,6 +223,10 @@ def layer_trend(table: pd.DataFrame, tasks: Sequence[str], extrinsic: Sequence[s
     from .analysis import MEASURE_LABELS
 
     measures = list(dict.fromkeys(table["intrinsic"]))
+    # layer positions in the table's (the config's) order, evenly spaced: labels such as layer4,
+    # depth0.50 or last do not sort as numbers
+    order = {label: k for k, label in enumerate(dict.fromkeys(table["layer"]))}
+    table = table.assign(x=table["layer"].map(order))
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(len(extrinsic), len(tasks), figsize=(2.2 * len(tasks) + 1.2, 2.0 * len(extrinsic)),
                                  squeeze=False, constrained_layout=True, sharey=True)
@@ -232,18 +236,18 @@ def layer_trend(table: pd.DataFrame, tasks: Sequence[str], extrinsic: Sequence[s
                 ax.axhline(0, color="0.6", lw=0.5)
                 for k, measure in enumerate(measures):
                     part = table[(table["task"] == task) & (table["extrinsic"] == ext) & (table["intrinsic"] == measure)
-                                 & (table["statistic"] == statistic)].sort_values("layer")
+                                 & (table["statistic"] == statistic)].sort_values("x")
                     st = category_style(k)
-                    ax.plot(part["layer"], part["estimate"], color=st["color"], linestyle=st["linestyle"], lw=1,
+                    ax.plot(part["x"], part["estimate"], color=st["color"], linestyle=st["linestyle"], lw=1,
                             label=MEASURE_LABELS.get(measure, measure))
                     sig = part["p_permutation"] < 0.05
-                    ax.scatter(part["layer"], part["estimate"], marker=st["marker"], s=12, color=st["color"],
+                    ax.scatter(part["x"], part["estimate"], marker=st["marker"], s=12, color=st["color"],
                                facecolors=[st["color"] if s else "white" for s in sig], linewidths=0.8, zorder=3)
                     if measure == "d_aff":
-                        ax.fill_between(part["layer"], part["ci_low"], part["ci_high"], color=st["color"], alpha=0.15,
+                        ax.fill_between(part["x"], part["ci_low"], part["ci_high"], color=st["color"], alpha=0.15,
                                         linewidth=0)
                 ax.set_title(f"{task} · {ext}")
-                ax.set_xticks(sorted(table["layer"].unique()))
+                ax.set_xticks(list(order.values()), list(order), rotation=45 if len(order) > 4 else 0)
                 ax.set_xlabel("layer" if r == len(extrinsic) - 1 else "")
                 ax.set_ylabel(("Spearman ρ" if statistic == "spearman" else "Pearson r") if c == 0 else "")
         handles, labels = axes[0, 0].get_legend_handles_labels()
@@ -323,5 +327,52 @@ def rank_deficiency_grids(frames: Mapping[str, pd.DataFrame], tasks: Sequence[st
                                       xlabel="mapped-to level (rank)", ylabel="mapped-from level (rank)",
                                       exclude_diagonal=False)
         fig.colorbar(image, cax=fig.add_subplot(outer[0, -1]), label="median d_aff")
+        fig.suptitle(title)
+    return fig
+
+
+def training_dynamics(table: pd.DataFrame, title: str) -> plt.Figure:
+    """d_aff against training step, one row of panels per (family, task, layer) of ``table`` (the
+    output of :func:`affine_homotopy.analysis.training_dynamics` with those columns added).
+
+    Left: d_aff(checkpoint → its own final checkpoint), one line per ``line`` (seed), and, dashed,
+    the median d_aff(checkpoint → the other seeds' final checkpoints). Right: d_aff between
+    checkpoints of different seeds at the same step (median, min–max band). The step axis is
+    symmetric-log (linear near 0), as checkpoints are densest early in training.
+    """
+    keys = list(dict.fromkeys(zip(table["family"], table["task"], table["layer"])))
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(len(keys), 2, figsize=(2 * COLUMN_WIDTH, 2.0 * len(keys) + 0.4), squeeze=False,
+                                 constrained_layout=True)
+        for r, (family, task, layer) in enumerate(keys):
+            part = table[(table["family"] == family) & (table["task"] == task) & (table["layer"] == layer)]
+            left, right = axes[r]
+            for k, (line, rows) in enumerate(part.groupby("line", sort=False)):
+                rows = rows.sort_values("step")
+                st = category_style(k)
+                left.plot(rows["step"], rows["to_final"], color=st["color"], linestyle=st["linestyle"],
+                          marker=st["marker"], ms=2.5, lw=1, label=line or family)
+            pooled = part.groupby("step", sort=True)
+            if part["to_other_finals_median"].notna().any():
+                left.plot(pooled["to_other_finals_median"].median().index, pooled["to_other_finals_median"].median(),
+                          color="0.2", linestyle="--", lw=1, label="median → other seeds' final")
+            left.set_title(f"{family} · {task} · {layer}: to the final checkpoint")
+            left.set_ylabel("d_aff(checkpoint → final)")
+            if part["across_median"].notna().any():
+                across = pooled.agg(median=("across_median", "median"), low=("across_min", "min"),
+                                    high=("across_max", "max"))
+                right.plot(across.index, across["median"], color=OKABE_ITO[0], lw=1, marker="o", ms=2.5,
+                           label="median over seed pairs")
+                right.fill_between(across.index, across["low"], across["high"], color=OKABE_ITO[0], alpha=0.2,
+                                   linewidth=0, label="min–max")
+                right.legend(frameon=False)
+            right.set_title(f"{family} · {task} · {layer}: across seeds, same step")
+            right.set_ylabel("d_aff(seed s → seed s′)")
+            for ax in (left, right):
+                ax.set_xscale("symlog", linthresh=max(1.0, float(part["step"][part["step"] > 0].min()
+                                                                   if (part["step"] > 0).any() else 1.0)))
+                ax.set_xlabel("training step" if r == len(keys) - 1 else "")
+                ax.set_ylim(bottom=0)
+            left.legend(frameon=False, ncol=2)
         fig.suptitle(title)
     return fig

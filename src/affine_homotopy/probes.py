@@ -8,19 +8,27 @@ standardisation is folded back into ``W`` and ``b`` so that the stored probe app
 representations. ``l2`` is chosen from a grid by accuracy on a deterministic hold-out of the fit
 split (ties go to the stronger penalty), then the probe is refitted on the whole fit split.
 
-Random-label probes (the classifiers of the paper's worst-case measure, Eq. 23) are the same model
-fitted to labels drawn uniformly from ``0..C-1`` with a seeded generator (:func:`random_labels`,
-seed ``s`` for classifier ``s``), with a fixed ``l2`` (the workflow passes the task probe's chosen
-penalty). :func:`fit_softmax_probes` fits many label sets on the same representations as one
-multi-head problem: the loss is the *sum* of the heads' losses, so heads do not interact and each
-head's optimum is that of its separate fit; the heads share the standardisation and every matrix
-product.
+Random-label probes (the classifiers of the paper's worst-case measure, Eq. 23) are fitted to
+labels drawn uniformly from ``0..C-1`` with a seeded generator (:func:`random_labels`, seed ``s``
+for classifier ``s``), in one of two ways; both fit many label sets on the same representations as
+one multi-head problem whose loss is the *sum* of the heads' losses, so heads do not interact:
+
+* :func:`fit_random_probes_sgd` (the default): the paper's protocol (Appendix F). Plain mini-batch
+  SGD on the mean cross entropy of ``softmax(h W + b)`` on the *raw* representations, batch 64,
+  20 epochs, no penalty, PyTorch's ``nn.Linear`` initialisation under seed 42 and one shuffling
+  order for every classifier (the paper re-seeds each run), for each learning rate in
+  {1e-2, 1e-1, 2e-1, 4e-1}; each classifier keeps the learning rate with the best training
+  accuracy. The stopping point, not a penalty, limits the weights: these probes are as sharp as
+  the paper's.
+* :func:`fit_softmax_probes`: the task probe's model (standardised features, full-batch L-BFGS)
+  with a fixed ``l2``. With the task probe's chosen penalty these come out nearly flat.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -142,6 +150,17 @@ class ProbeSet:
     bias: np.ndarray  # (H, C)
     l2: float
     iterations: int
+    learning_rate: np.ndarray | None = None  # (H,) SGD: each head's chosen learning rate
+
+    def norms(self) -> np.ndarray:
+        """(H,) spectral norms ``||W_h||_2`` (Lemma 5.2's factor for each classifier)."""
+        if self.weight.shape[0] == 0:
+            return np.zeros(0)
+        return np.linalg.norm(np.asarray(self.weight, dtype=np.float64), ord=2, axis=(1, 2))
+
+    def train_accuracy(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """(H,) accuracy of each head on its own labels ``Y[:, h]``."""
+        return (self.predict(X) == np.asarray(Y)).mean(axis=0)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """(N, H) predicted classes."""
@@ -182,6 +201,103 @@ def fit_softmax_probes(
     bias = b_np - np.einsum("d,hdc->hc", mean / std, w_np)
     log.info("%d probes fitted jointly: l2=%g after %d L-BFGS iterations", Y.shape[1], l2, iterations)
     return ProbeSet(weight, bias, float(l2), iterations)
+
+
+PAPER_LEARNING_RATES = (1e-2, 1e-1, 2e-1, 4e-1)
+
+
+def fit_random_probes_sgd(
+    X: np.ndarray,
+    Y: np.ndarray,
+    n_classes: int,
+    learning_rates: Sequence[float] = PAPER_LEARNING_RATES,
+    epochs: int = 20,
+    batch_size: int = 64,
+    l2: float = 0.0,
+    seed: int = 42,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+) -> ProbeSet:
+    """The paper's random-label probes (module docstring), one per column of ``Y`` (N, H).
+
+    All ``H x len(learning_rates)`` runs are one multi-head problem: every step is two matrix
+    products over the batch. With plain SGD and the summed loss each head receives exactly its
+    own gradient, so every head follows the path of its separate run. ``l2`` adds
+    ``l2 / 2 * ||W||_F^2`` (weight decay; 0 as in the paper). A run whose weights become
+    non-finite counts as accuracy -1 and is never chosen when another learning rate is finite.
+    """
+    X = np.asarray(X)
+    Y = np.asarray(Y, dtype=np.int64)
+    if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
+    if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}")
+    if not learning_rates or min(learning_rates) <= 0 or epochs < 1 or batch_size < 1:
+        raise ValueError("learning rates must be positive, epochs and batch size at least 1")
+    n, dim = X.shape
+    heads, rates = Y.shape[1], len(learning_rates)
+    runs = heads * rates  # run g: learning rate g // heads, labels of head g % heads
+    Xt = torch.as_tensor(X).to(device=device, dtype=dtype)
+    labels = torch.as_tensor(Y).to(device).repeat(1, rates)  # (N, runs)
+    # nn.Linear's initialisation under the seed, shared by every run as in the paper
+    torch.manual_seed(seed)
+    init = torch.nn.Linear(dim, n_classes, dtype=dtype)
+    weight = init.weight.detach().T.to(device).reshape(dim, 1, n_classes).repeat(1, runs, 1).reshape(dim, -1)
+    bias = init.bias.detach().to(device).repeat(runs)
+    step = torch.tensor(learning_rates, dtype=dtype, device=device).repeat_interleave(heads)  # (runs,)
+    step_columns = step.repeat_interleave(n_classes)  # (runs * C,)
+    generator = torch.Generator().manual_seed(seed)
+    run_index = torch.arange(runs, device=device)[None, :]
+    for epoch in range(epochs):
+        order = torch.randperm(n, generator=generator).to(device)
+        for start in range(0, n, batch_size):
+            index = order[start : start + batch_size]
+            batch = Xt[index]
+            probs = torch.softmax((batch @ weight + bias).reshape(-1, runs, n_classes), dim=2)
+            rows = torch.arange(len(index), device=device)[:, None]
+            probs[rows, run_index, labels[index]] -= 1.0  # d(cross entropy)/d(logits)
+            grad = probs.reshape(len(index), -1) / len(index)
+            grad_weight = batch.T @ grad
+            if l2:
+                grad_weight += l2 * weight
+            weight -= step_columns * grad_weight
+            bias -= step_columns * grad.sum(dim=0)
+        if progress:
+            log.info("random-label probes: epoch %d/%d", epoch + 1, epochs)
+    W = weight.reshape(dim, runs, n_classes).permute(1, 0, 2).reshape(rates, heads, dim, n_classes)
+    b = bias.reshape(rates, heads, n_classes)
+    finite = torch.isfinite(W).all(dim=(2, 3)) & torch.isfinite(b).all(dim=2)  # (rates, heads)
+    predicted = (Xt @ torch.nan_to_num(W).permute(2, 0, 1, 3).reshape(dim, -1)).reshape(n, rates, heads, n_classes)
+    predicted = (predicted + torch.nan_to_num(b)).argmax(dim=3)  # (N, rates, heads)
+    accuracy = (predicted == torch.as_tensor(Y).to(device)[:, None, :]).to(torch.float64).mean(dim=0)
+    accuracy = torch.where(finite, accuracy, torch.full_like(accuracy, -1.0))
+    best = accuracy.argmax(dim=0)  # first maximum: the smallest learning rate among ties
+    chosen = torch.arange(heads, device=device)
+    weight_np = W[best, chosen].to(torch.float64).cpu().numpy()
+    bias_np = b[best, chosen].to(torch.float64).cpu().numpy()
+    chosen_rates = np.asarray(learning_rates, dtype=np.float64)[best.cpu().numpy()]
+    log.info("%d random-label probes by SGD (%d epochs, batch %d, learning rates %s): chosen rates %s",
+             heads, epochs, batch_size, list(learning_rates),
+             {float(r): int((chosen_rates == r).sum()) for r in learning_rates})
+    return ProbeSet(weight_np, bias_np, float(l2), epochs * math.ceil(n / batch_size), chosen_rates)
+
+
+def fit_random_probes(
+    X: np.ndarray, Y: np.ndarray, n_classes: int, spec: Mapping[str, object], task_l2: float,
+    lbfgs_max_iter: int = 100, device: torch.device | str = "cpu",
+) -> ProbeSet:
+    """Random-label probes as configured (``extrinsic.random_probes``): ``method`` ``sgd`` (the
+    paper's protocol, :func:`fit_random_probes_sgd`, with the spec's epochs, batch size, learning
+    rates, l2 and seed) or ``lbfgs`` (:func:`fit_softmax_probes` with the task probe's ``task_l2``)."""
+    method = spec.get("method", "sgd")
+    if method == "sgd":
+        return fit_random_probes_sgd(
+            X, Y, n_classes, tuple(spec.get("learning_rates", PAPER_LEARNING_RATES)), int(spec.get("epochs", 20)),
+            int(spec.get("batch_size", 64)), float(spec.get("l2", 0.0)), int(spec.get("seed", 42)), device=device)
+    if method == "lbfgs":
+        return fit_softmax_probes(X, Y, n_classes, task_l2, lbfgs_max_iter, device)
+    raise ValueError(f"random probe method must be 'sgd' or 'lbfgs', got {method!r}")
 
 
 # ---------------------------------------------------------------------------------------------

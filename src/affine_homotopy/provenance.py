@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import platform
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,28 +29,79 @@ def git_state(repo: str | Path) -> dict[str, Any]:
         return {"commit": None, "dirty": None, "note": "not a git checkout"}
 
 
-def software() -> dict[str, Any]:
-    versions = {}
-    for name in PACKAGES:
+def environment() -> dict[str, Any]:
+    """The interpreter this process runs in and the versions of the :data:`PACKAGES` installed there.
+
+    Packages this environment does not have are listed under ``not_installed`` (a stage's conda
+    environment holds only what it needs), never given a null version.
+    """
+    versions, missing = {}, []
+    for name in (*PACKAGES, "affine-homotopy"):
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    info: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(), "packages": versions}
+            missing.append(name)
+    return {"python": platform.python_version(), "executable": sys.executable, "prefix": sys.prefix,
+            "packages": versions, "not_installed": missing}
+
+
+def software() -> dict[str, Any]:
+    """This process's environment, platform and CUDA devices (the provenance job's own)."""
+    info: dict[str, Any] = {**environment(), "platform": platform.platform()}
     try:
         import torch
 
         info["torch_cuda"] = torch.version.cuda
         info["cuda_devices"] = [torch.cuda.get_device_name(k) for k in range(torch.cuda.device_count())]
-    except ImportError:  # pragma: no cover - torch is a dependency
+    except ImportError:  # an environment without torch (the figures' under --use-conda)
         pass
     return info
 
 
+def environment_record_path(log_path: str | Path) -> Path:
+    """Where a job records its environment: beside its log, ``<log stem>.env.json``."""
+    return Path(log_path).with_suffix(".env.json")
+
+
+def record_stage_environment(rule: str, log_path: str | Path) -> None:
+    """Called by every workflow job (:func:`affine_homotopy.runner.run`) before its work starts."""
+    from .io import write_json
+
+    write_json(environment_record_path(log_path), {"rule": rule, **environment()})
+
+
+def stage_environments(log_root: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """Per rule, the distinct environments its jobs ran in (from the records under ``log_root``), with job counts.
+
+    Under ``--use-conda`` each rule family runs in its ``envs/*.yaml`` environment, so the rules
+    differ; a plain run shows the launching interpreter for every rule.
+    """
+    stages: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(Path(log_root).rglob("*.env.json")):
+        record = json.loads(path.read_text())
+        rule = record.pop("rule")
+        for known in stages.setdefault(rule, []):
+            if {k: v for k, v in known.items() if k != "jobs"} == record:
+                known["jobs"] += 1
+                break
+        else:
+            stages[rule].append({**record, "jobs": 1})
+    return dict(sorted(stages.items()))
+
+
+# What provenance.json keeps of each STAGED.json: where the files came from, and at which commit.
+STAGING_KEYS = ("repo_id", "requested_revision", "commit", "staged_from", "route_reason")
+
+
 def collect(
-    config: Mapping[str, Any], repo: str | Path, data_meta: Iterable[str | Path], embedding_meta: Iterable[str | Path]
+    config: Mapping[str, Any], repo: str | Path, data_meta: Iterable[str | Path], embedding_meta: Iterable[str | Path],
+    staging: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Everything needed to say what produced a run's numbers."""
+    """Everything needed to say what produced a run's numbers.
+
+    ``staging``: the run's ``staging.json`` (every STAGED.json by encoder and task name); each staged
+    model and data set gets a ``staging`` entry: route (``staged_from``: hub, cache or by hand) and commit.
+    """
     datasets: dict[str, dict[str, Any]] = {}
     for path in data_meta:
         meta = json.loads(Path(path).read_text())
@@ -64,6 +116,11 @@ def collect(
         models[meta["encoder"]].setdefault("devices", set()).add(meta.get("device", "derived"))
     for entry in models.values():
         entry["devices"] = sorted(d for d in entry["devices"] if d)
+    staged = json.loads(Path(staging).read_text()) if staging else {}
+    for name, record in staged.get("models", {}).items():
+        models.setdefault(name, {})["staging"] = _staging_entry(record)
+    for name, record in staged.get("tasks", {}).items():
+        datasets.setdefault(name, {})["staging"] = _staging_entry(record)
     return {
         "run_name": config["run_name"],
         "code": git_state(repo),
@@ -73,3 +130,12 @@ def collect(
         "config_sha256": config_hash(config),
         "config": config,
     }
+
+
+def _staging_entry(record: Mapping[str, Any]) -> dict[str, Any]:
+    entry = {key: record.get(key) for key in STAGING_KEYS}
+    # a folder staged by hand may hold only {"model", "commit"}; other stagers name their "source"
+    model = record.get("model")
+    entry["repo_id"] = entry["repo_id"] or (model if isinstance(model, str) else None)
+    entry["staged_from"] = entry["staged_from"] or record.get("source") or "by hand"
+    return entry

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import base_encoder, local_model_dir
+from .layers import layer_positions
 from .tasks import glue_dir_files
 
 GLUE_SIZES = {  # (train, dev) examples of nyu-mll/glue; MNLI dev = validation_matched
@@ -49,7 +50,9 @@ def encoder_width(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> int:
     if folder is None:
         return DEFAULT_WIDTH
     with open(Path(folder) / "config.json") as handle:
-        return int(json.load(handle).get("hidden_size", DEFAULT_WIDTH))
+        settings = json.load(handle)
+    # GPT-2-style configs call the width n_embd
+    return int(settings.get("hidden_size") or settings.get("n_embd") or DEFAULT_WIDTH)
 
 
 def _scaled(value: float, attempt: int) -> int:
@@ -82,7 +85,7 @@ def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int =
 def study_estimate(config: Mapping[str, Any]) -> dict[str, float]:
     """Disk for all embeddings and the largest single job's memory, in MB, from the config."""
     encoders = config["encoders"]
-    n_layers = len(config["layers"])
+    n_layers = len(layer_positions(config["layers"]))  # a list, or {relative: [...]}
     widths = {name: encoder_width(name, encoders) for name in encoders}
     disk = 0.0
     largest = 0.0
@@ -95,3 +98,28 @@ def study_estimate(config: Mapping[str, Any]) -> dict[str, float]:
         for d in widths.values():
             largest = max(largest, embed_resources(n_train, d, n_layers)["mem_mb"])
     return {"embeddings_disk_mb": disk, "largest_job_mem_mb": largest}
+
+
+# Fixed requests for jobs whose size does not grow with the study; generous, and growing with each
+# retry like the estimates above.
+FIXED_RESOURCES = {
+    "marker": {"mem_mb": 1000, "runtime": 10},  # staging markers, provenance, a probe table
+    "table": {"mem_mb": 2000, "runtime": 30},  # statistics, tables and figures (pandas, matplotlib, permutations)
+    "download": {"mem_mb": 4000, "runtime": 120},  # hub downloads: network-bound
+    "data": {"mem_mb": 4000, "runtime": 20},  # one task split as a table (MNLI: 393k rows)
+}
+
+
+def fixed_resources(kind: str, attempt: int = 1) -> dict[str, int]:
+    return {key: _scaled(value, attempt) for key, value in FIXED_RESOURCES[kind].items()}
+
+
+def probe_resources(n_train: int, n_dev: int, width: int, n_layers: int, probe: Mapping[str, Any], n_random: int,
+                    n_classes: int = 3, attempt: int = 1) -> dict[str, int]:
+    """One encoder's task and random-label probes for every layer (``probe``: the config's ``probe`` section)."""
+    arrays_mb = (n_train + n_dev) * width * n_layers * 4 / MB
+    heads_mb = 4 * n_train * (n_random + 1) * n_classes * 8 / MB  # logits and gradients of all heads, float64
+    iterations = len(probe["l2_grid"]) * probe["max_iter"] + n_random * probe["random_max_iter"]
+    # each L-BFGS iteration: about 4 N D C flops per head, at ~5 GFLOP/s
+    seconds = n_layers * iterations * 4 * n_train * width * n_classes / 5e9
+    return {"mem_mb": _scaled(2000 + 3 * arrays_mb + heads_mb, attempt), "runtime": _scaled(10 + seconds / 60, attempt)}

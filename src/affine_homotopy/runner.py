@@ -42,9 +42,13 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
         sys.modules["torch"].set_num_threads(max(1, int(snakemake.threads)))
     started = time.monotonic()
     log.info("rule %s, wildcards %s", snakemake.rule, dict(snakemake.wildcards.items()))
+    if log_path:  # the versions this stage ran with, collected into provenance.json
+        from .provenance import record_stage_environment
+
+        record_stage_environment(snakemake.rule, log_path)
     try:
         main(snakemake)
     except EXPECTED_ERRORS as error:
-        log.error("%s", error)
+        log.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
     log.info("done in %.1f s", time.monotonic() - started)

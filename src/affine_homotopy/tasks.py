@@ -11,14 +11,16 @@ its first examples, as the paper did for MNLI and QQP); ``dev`` is the *eval* sp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .errors import ConfigError, DataError, StagingError
+from .errors import ConfigError, DataError
+from .hub import MissingFiles, Snapshot, offline_switch, resolve_snapshot
 
 SPLITS = ("train", "dev")
 
@@ -139,27 +141,71 @@ def read_glue_tsv(path: str | Path, glue_task: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["text_a", "text_b", "label"]).astype({"label": "int64"})
 
 
-def load_glue_hub(glue_task: str, split: str) -> pd.DataFrame:
-    """Load a GLUE split from the Hugging Face hub (``nyu-mll/glue``) via ``datasets``."""
-    import datasets
+GLUE_REPO = "nyu-mll/glue"  # the hub's GLUE: parquet files <task>/<split>-*.parquet
 
-    fmt = GLUE_FORMATS[glue_task]
-    hf_split = "train" if split == "train" else fmt.hf_dev_split
-    try:
-        dataset = datasets.load_dataset("nyu-mll/glue", glue_task, split=hf_split)
-    except Exception as error:  # datasets raises many types for network/cache failures
-        raise StagingError(
-            f"task '{glue_task}': could not load nyu-mll/glue ({glue_task}, split {hf_split}) from "
-            f"the Hugging Face hub: {type(error).__name__}: {error}. Pre-download it on a machine "
-            "with internet (python -c \"import datasets; datasets.load_dataset('nyu-mll/glue', "
-            f"'{glue_task}')\") or point the task at a GLUE folder with source: glue_dir."
-        ) from error
-    column_a, column_b = fmt.hf_columns
+
+def glue_split_files(names: Sequence[str], glue_task: str, split: str) -> list[str]:
+    """The parquet files of one split in the ``nyu-mll/glue`` layout, in shard order."""
+    hf_split = "train" if split == "train" else GLUE_FORMATS[glue_task].hf_dev_split
+    return sorted(n for n in names if fnmatch(n, f"{glue_task}/{hf_split}-*.parquet"))
+
+
+def glue_snapshot(glue_task: str, splits: Sequence[str] = SPLITS, what: str | None = None) -> Snapshot:
+    """The ``nyu-mll/glue`` snapshot holding ``splits`` of a task: from the hub, or from the local
+    cache when ``HF_DATASETS_OFFLINE``/``HF_HUB_OFFLINE`` is set or the hub is unreachable."""
+    what = what or f"GLUE task '{glue_task}'"
+
+    def choose(names: Sequence[str]) -> list[str]:
+        chosen = {split: glue_split_files(names, glue_task, split) for split in splits}
+        missing = [
+            f"split {split} ({glue_task}/{'train' if split == 'train' else GLUE_FORMATS[glue_task].hf_dev_split}"
+            f"-*.parquet)" for split, files in chosen.items() if not files
+        ]
+        if missing:
+            present = sorted({n.split("/")[1].split("-")[0] for n in names if n.startswith(f"{glue_task}/")})
+            raise MissingFiles([f"{', '.join(missing)}; splits present: {', '.join(present) or 'none'}"])
+        return [f for files in chosen.values() for f in files]
+
+    fill_hint = (
+        f"To fill the cache on a machine with internet (HF_HOME or HF_HUB_CACHE set as here): hf download "
+        f"{GLUE_REPO} --repo-type dataset --include '{glue_task}/*', or this workflow's download stage "
+        f"(snakemake --until download_model download_task). Or point the task at a GLUE folder with "
+        f"'source: glue_dir'."
+    )
+    return resolve_snapshot(
+        GLUE_REPO, repo_type="dataset", choose=choose, what=what, fill_hint=fill_hint,
+        offline=offline_switch(datasets=True), missing_error=DataError,
+    )
+
+
+def load_glue_hub(glue_task: str, split: str, snapshot: Snapshot | None = None) -> pd.DataFrame:
+    """Load a GLUE split of ``nyu-mll/glue`` from the hub or the local cache (see :func:`glue_snapshot`).
+
+    Read from the snapshot's parquet files, the same way on both routes: ``datasets`` (5.2) offline
+    reads only its own prepared-data cache, never the hub cache of the repository.
+    """
+    snapshot = snapshot or glue_snapshot(glue_task, (split,))
+    files = [snapshot.folder / f for f in glue_split_files(snapshot.files, glue_task, split)]
+    if not files:
+        raise DataError(f"GLUE task '{glue_task}': snapshot {snapshot.folder} has no files for split {split}.")
+    table = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    column_a, column_b = GLUE_FORMATS[glue_task].hf_columns
+    wanted = [c for c in (column_a, column_b, "label") if c]
+    missing = [c for c in wanted if c not in table.columns]
+    n_classes = len(set(GLUE_FORMATS[glue_task].labels.values()))
+    bad_labels = sorted(set(table["label"].tolist()) - set(range(n_classes))) if "label" in table else []
+    if missing or bad_labels:
+        raise DataError(
+            f"GLUE task '{glue_task}', split {split}: {', '.join(map(str, files))} "
+            + (f"lacks column(s) {missing} (found {list(table.columns)})" if missing else
+               f"has labels {bad_labels[:5]} outside 0..{n_classes - 1}")
+            + f" (commit {snapshot.commit}, route '{snapshot.staged_from}'). Expected the {GLUE_REPO} layout."
+        )
     frame = pd.DataFrame(
         {
-            "text_a": dataset[column_a],
-            "text_b": dataset[column_b] if column_b else [None] * len(dataset),
-            "label": dataset["label"],
+            "text_a": table[column_a],
+            "text_b": table[column_b] if column_b else [None] * len(table),
+            "label": table["label"],
         }
     )
     return frame.astype({"label": "int64"})

@@ -5,35 +5,24 @@
 ANALYSIS = config["analysis"]
 GROUP = ANALYSIS["encoder_group"]
 TABLE_MEASURES = list(ANALYSIS["intrinsic_measures"])
-TABLE_LAYER = LAYERS[-1] if ANALYSIS["table_layer"] is None else ANALYSIS["table_layer"]
+# Any position the `layers` key can hold (12, last, 0.5) or its label; check_config has checked both.
+TABLE_LAYER = configured_label("analysis.table_layer", ANALYSIS["table_layer"], LAYER_POSITIONS)
 RANK_DEFICIENCY = ANALYSIS["rank_deficiency"]
-RD_LAYER = LAYERS[-1] if RANK_DEFICIENCY["layer"] is None else RANK_DEFICIENCY["layer"]
-RD_GROUP = MODEL_ENCODERS if RANK_DEFICIENCY["group"] is None else list(RANK_DEFICIENCY["group"])
-for _key, _layer in (("analysis.table_layer", TABLE_LAYER), ("analysis.rank_deficiency.layer", RD_LAYER)):
-    if _layer not in LAYERS:
-        raise WorkflowError(
-            f"Invalid configuration: config key '{_key}' has value {_layer}, which is not one of the "
-            f"configured layers {LAYERS}. Fix: use one of them, or null for the last."
-        )
-_unknown = [n for n in RD_GROUP if n not in ENCODERS]
-if _unknown:
-    raise WorkflowError(
-        f"Invalid configuration: config key 'analysis.rank_deficiency.group' names unknown encoder(s) "
-        f"{_unknown}; known encoders: {', '.join(ENCODERS)}."
-    )
+RD_LAYER = configured_label("analysis.rank_deficiency.layer", RANK_DEFICIENCY["layer"], LAYER_POSITIONS)
+RD_GROUP = RANK_DEFICIENCY_GROUP  # checked by check_config (common.smk)
 STATS_SETTINGS = {k: ANALYSIS[k] for k in ("n_permutations", "n_bootstrap", "seed", "ci_level")}
 
 
 rule correlate:
     input:
         intrinsic=[
-            f"{RESULTS}/intrinsic/{t}/layer{l}/{m}.csv"
+            f"{RESULTS}/intrinsic/{t}/{l}/{m}.csv"
             for t in TASKS
             for l in LAYERS
             for m in TABLE_MEASURES
         ],
         extrinsic=[
-            f"{RESULTS}/extrinsic/{t}/layer{l}/{m}.csv"
+            f"{RESULTS}/extrinsic/{t}/{l}/{m}.csv"
             for t in TASKS
             for l in LAYERS
             for m in EXTRINSIC_MEASURES
@@ -68,6 +57,9 @@ rule correlate:
         settings=STATS_SETTINGS,
         table_layer=TABLE_LAYER,
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/correlate.log",
     conda:
@@ -91,6 +83,9 @@ rule paper_comparison:
         with_paper=ANALYSIS["paper_comparison"],
         table_layer=TABLE_LAYER,
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
     log:
         f"{RESULTS}/logs/paper_comparison.log",
     conda:
@@ -129,6 +124,9 @@ rule rank_analysis:
         group=GROUP,
         settings=STATS_SETTINGS,
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/rank_analysis.log",
     conda:
@@ -166,6 +164,9 @@ rule preorder:
         layers=LAYERS,
         fraction=ANALYSIS["preorder_threshold"],
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/preorder.log",
     conda:
@@ -189,11 +190,19 @@ rule rank_deficiency:
         levels=RANK_DEFICIENCY["levels"],
         layer=RD_LAYER,
         settings=RANK_DEFICIENCY,
+        solver={
+            k: config["intrinsic"][k]
+            for k in ("solver", "anderson_memory", "lawson_power", "iterate_dtype")
+        },
         multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
         device=config["device"],
         run_name=RUN,
+    threads: 2
     resources:
-        gpu=PAIRWISE_GPU,
+        gpu=GPU_REQUEST,
+        mem_mb=rank_deficiency_resource("mem_mb"),
+        runtime=rank_deficiency_resource("runtime"),
+        disk_mb=10,
     log:
         f"{RESULTS}/logs/rank_deficiency/{{task}}.log",
     conda:

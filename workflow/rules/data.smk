@@ -14,6 +14,9 @@ rule prepare_task:
             if config["tasks"][wildcards.task]["source"] == "glue"
             else None
         ),
+    resources:
+        mem_mb=fixed_resource("data", "mem_mb"),
+        runtime=fixed_resource("data", "runtime"),
     log:
         f"{RESULTS}/logs/prepare_task/{{task}}_{{split}}.log",
     conda:

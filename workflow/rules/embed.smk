@@ -15,15 +15,16 @@ rule embed:
         spec=lambda wildcards: config["encoders"][wildcards.encoder],
         staged=lambda wildcards: (
             f"resources/models/{wildcards.encoder}"
-            if config["encoders"][wildcards.encoder]["source"] == "hf"
+            if config["encoders"][wildcards.encoder]["source"] in ("hf", "pypi")
             else None
         ),
-        layers=LAYERS,
+        layers=LAYER_POSITIONS,
+        positions=LAYERS,
         embedding=config["embedding"],
         device=config["device"],
     threads: 2
     resources:
-        gpu=1,
+        gpu=GPU_REQUEST,
         mem_mb=embed_resource("mem_mb"),
         runtime=embed_resource("runtime"),
         disk_mb=embed_resource("disk_mb"),

@@ -1,5 +1,6 @@
 # Stage 4: task probes (and the random-label probes of d_worst) per (encoder, task) for every layer,
-# their tables, the extrinsic distances d_psi and d_worst with Lemma 5.2's bound, and a run summary.
+# their tables, the extrinsic distances d_psi, d_worst and d_worst_search with Lemma 5.2's bounds,
+# and a run summary.
 
 
 rule probe:
@@ -10,7 +11,7 @@ rule probe:
         dev_table=f"{RESULTS}/data/{{task}}/dev.parquet",
     output:
         weights=expand(
-            f"{RESULTS}/probes/{{{{task}}}}/weights/{{{{encoder}}}}/layer{{layer}}.npz",
+            f"{RESULTS}/probes/{{{{task}}}}/weights/{{{{encoder}}}}/{{layer}}.npz",
             layer=LAYERS,
         ),
         metrics=f"{RESULTS}/probes/{{task}}/metrics/{{encoder}}.csv",
@@ -19,6 +20,10 @@ rule probe:
         layers=LAYERS,
         settings=config["probe"],
         n_random=config["extrinsic"]["n_random_classifiers"],
+        random_probes=config["extrinsic"]["random_probes"],
+    resources:
+        mem_mb=probe_resource("mem_mb"),
+        runtime=probe_resource("runtime"),
     log:
         f"{RESULTS}/logs/probe/{{encoder}}_{{task}}.log",
     conda:
@@ -31,11 +36,14 @@ rule probe_table:
     input:
         expand(f"{RESULTS}/probes/{{{{task}}}}/metrics/{{encoder}}.csv", encoder=ENCODERS),
     output:
-        f"{RESULTS}/probes/{{task}}/layer{{layer}}.csv",
+        f"{RESULTS}/probes/{{task}}/{{layer}}.csv",
     params:
         encoders=ENCODERS,
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
     log:
-        f"{RESULTS}/logs/probe_table/{{task}}_layer{{layer}}.log",
+        f"{RESULTS}/logs/probe_table/{{task}}_{{layer}}.log",
     conda:
         "../../envs/compute.yaml"
     script:
@@ -46,13 +54,15 @@ rule extrinsic:
     input:
         embeddings=all_train_embeddings,
         probes=probe_weights,
-        d_aff=f"{RESULTS}/intrinsic/{{task}}/layer{{layer}}/d_aff.csv",
-        map_weights=f"{RESULTS}/intrinsic/{{task}}/layer{{layer}}/d_aff_weights.npy",
+        d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
+        map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
     output:
-        d_psi=f"{RESULTS}/extrinsic/{{task}}/layer{{layer}}/d_psi.csv",
-        d_worst=f"{RESULTS}/extrinsic/{{task}}/layer{{layer}}/d_worst.csv",
-        bound=f"{RESULTS}/extrinsic/{{task}}/layer{{layer}}/bound.csv",
-        diagnostics=f"{RESULTS}/extrinsic/{{task}}/layer{{layer}}/d_psi_diagnostics.csv",
+        d_psi=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi.csv",
+        d_worst=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_worst.csv",
+        bound=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/bound.csv",
+        d_worst_search=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_worst_search.csv",
+        bound_worst=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/bound_worst.csv",
+        diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
     params:
         encoders=ENCODERS,
         settings=config["extrinsic"],
@@ -60,12 +70,12 @@ rule extrinsic:
         device=config["device"],
     threads: 2
     resources:
-        gpu=PAIRWISE_GPU,
+        gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
         runtime=pairwise_resource("runtime"),
         disk_mb=pairwise_resource("disk_mb"),
     log:
-        f"{RESULTS}/logs/extrinsic/{{task}}_layer{{layer}}.log",
+        f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
     conda:
         "../../envs/compute.yaml"
     script:
@@ -77,11 +87,18 @@ rule extrinsic_summary:
         d_psi=matrix_files("extrinsic", "d_psi"),
         d_worst=matrix_files("extrinsic", "d_worst"),
         bound=matrix_files("extrinsic", "bound"),
-        probes=[f"{RESULTS}/probes/{t}/layer{l}.csv" for t in TASKS for l in LAYERS],
+        d_worst_search=matrix_files("extrinsic", "d_worst_search"),
+        bound_worst=matrix_files("extrinsic", "bound_worst"),
+        diagnostics=matrix_files("extrinsic", "d_psi_diagnostics"),
+        solver=matrix_files("intrinsic", "d_aff_solver"),
+        probes=[f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS],
     output:
         f"{RESULTS}/extrinsic/summary.csv",
     params:
         task_layers=[(t, l) for t in TASKS for l in LAYERS],
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/extrinsic_summary.log",
     conda:

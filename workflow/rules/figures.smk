@@ -17,6 +17,9 @@ rule figure_asymmetry_grid:
         tasks=TASKS,
         layers=LAYERS,
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/figures/asymmetry_grid.log",
     conda:
@@ -27,9 +30,9 @@ rule figure_asymmetry_grid:
 
 rule figure_extrinsic_vs_intrinsic:
     input:
-        intrinsic=[f"{RESULTS}/intrinsic/{t}/layer{TABLE_LAYER}/d_aff.csv" for t in TASKS],
+        intrinsic=[f"{RESULTS}/intrinsic/{t}/{TABLE_LAYER}/d_aff.csv" for t in TASKS],
         extrinsic=[
-            f"{RESULTS}/extrinsic/{t}/layer{TABLE_LAYER}/{m}.csv"
+            f"{RESULTS}/extrinsic/{t}/{TABLE_LAYER}/{m}.csv"
             for t in TASKS
             for m in EXTRINSIC_MEASURES
         ],
@@ -54,6 +57,9 @@ rule figure_extrinsic_vs_intrinsic:
         group=GROUP,
         settings=STATS_SETTINGS,
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/figures/extrinsic_vs_intrinsic.log",
     conda:
@@ -77,6 +83,9 @@ rule figure_layer_trend:
         tasks=TASKS,
         extrinsic=EXTRINSIC_MEASURES,
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/figures/layer_trend.log",
     conda:
@@ -100,9 +109,44 @@ rule figure_rank_deficiency:
         tasks=TASKS,
         layer=RD_LAYER,
         run_name=RUN,
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/figures/rank_deficiency.log",
     conda:
         "../../envs/plot.yaml"
     script:
         "../scripts/figure_rank_deficiency.py"
+
+
+if DYNAMICS_FAMILIES:
+
+    rule figure_training_dynamics:
+        input:
+            matrix_files("intrinsic", "d_aff"),
+        output:
+            png=report(
+                f"{RESULTS}/figures/training_dynamics.png",
+                caption="../report/training_dynamics.rst",
+                category="Figures",
+                subcategory="Training dynamics",
+            ),
+            pdf=f"{RESULTS}/figures/training_dynamics.pdf",
+            table=report(
+                f"{RESULTS}/tables/training_dynamics.csv",
+                caption="../report/training_dynamics.rst",
+                category="Tables",
+                subcategory="Training dynamics",
+            ),
+        params:
+            tasks=TASKS,
+            layers=LAYERS,
+            families=DYNAMICS_FAMILIES,
+            run_name=RUN,
+        log:
+            f"{RESULTS}/logs/figures/training_dynamics.log",
+        conda:
+            "../../envs/plot.yaml"
+        script:
+            "../scripts/figure_training_dynamics.py"

@@ -10,11 +10,18 @@ rule provenance:
             task=TASKS,
             split=SPLITS,
         ),
+        staging=f"{RESULTS}/staging.json",
+        # the run's other results: provenance is collected last, with every stage's environment
+        stages=[t for t in all_targets() if t != f"{RESULTS}/provenance.json"],
     output:
         f"{RESULTS}/provenance.json",
     params:
         config=config,
         repo=workflow.basedir,
+        logs=f"{RESULTS}/logs",
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
     log:
         f"{RESULTS}/logs/provenance.log",
     conda:

@@ -21,6 +21,7 @@ def main(snakemake):
     for split, array in (("train", train), ("dev", dev)):
         check_finite(array, layers, name, task, split)
         meta = {key: base_meta[key] for key in ("task", "layers", "pooling", "max_length", "revision")}
+        meta.update(positions=base_meta.get("positions"), depth=base_meta.get("depth"))  # the base's resolution
         meta.update(encoder=name, split=split, source=spec, base=spec["base"], details=details)
         write_embeddings(snakemake.output[split], array, meta, snakemake.params.storage_dtype)
 

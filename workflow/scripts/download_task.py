@@ -1,4 +1,5 @@
-"""Stage both splits of one GLUE task into resources/data/."""
+"""Stage both splits of one GLUE task into resources/data/: from the hub, or from the local Hugging
+Face cache when HF_DATASETS_OFFLINE=1 (or HF_HUB_OFFLINE=1) or the hub is unreachable."""
 
 from pathlib import Path
 

@@ -18,7 +18,7 @@ def main(snakemake):
                           **regression_fit(*pairs[(t, e)], p.group, s["n_permutations"], s["seed"])} for t, e in keys])
     write_csv(snakemake.output.fits, fits)
     fig = extrinsic_vs_intrinsic(pairs, fits, p.tasks, p.extrinsic, p.group,
-                                 f"Extrinsic vs intrinsic distance per target encoder, layer {p.layer} (run {p.run_name})")
+                                 f"Extrinsic vs intrinsic distance per target encoder, {p.layer} (run {p.run_name})")
     save_figure(fig, snakemake.output.png, snakemake.output.pdf)
 
 

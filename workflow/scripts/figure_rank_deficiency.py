@@ -9,7 +9,7 @@ from affine_homotopy.runner import run
 def main(snakemake):
     p = snakemake.params
     frames = {task: pd.read_csv(path) for task, path in zip(p.tasks, snakemake.input)}
-    fig = rank_deficiency_grids(frames, p.tasks, f"Rank deficiency: median d_aff between SVD truncations, layer "
+    fig = rank_deficiency_grids(frames, p.tasks, f"Rank deficiency: median d_aff between SVD truncations, "
                                 f"{p.layer} (run {p.run_name})")
     save_figure(fig, snakemake.output.png, snakemake.output.pdf)
 

@@ -1,9 +1,10 @@
 """Task probes of one encoder on one task, one per configured layer; scored on the eval split.
 
-Also the random-label probes of the worst-case measure d_worst (``n_random`` label sets, seeds
-0..n-1, the task's number of classes, the task probe's chosen L2 penalty), fitted as one
-multi-head problem and stored beside the task probe as ``random_weight`` (n, D, C) and
-``random_bias`` (n, C).
+Also the random-label probes of the worst-case measures (``n_random`` label sets, seeds 0..n-1,
+the task's number of classes), fitted as one multi-head problem as ``extrinsic.random_probes``
+says (default: the paper's SGD protocol) and stored beside the task probe as ``random_weight``
+(n, D, C), ``random_bias`` (n, C), with each one's spectral norm ``random_norm`` and training
+accuracy on its own labels ``random_train_accuracy``; the metrics table summarises both per encoder.
 """
 
 import logging
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from affine_homotopy.io import atomic_path, read_embeddings, write_csv
-from affine_homotopy.probes import fit_softmax_probe, fit_softmax_probes, random_labels, score
+from affine_homotopy.probes import fit_random_probes, fit_softmax_probe, random_labels, score
 from affine_homotopy.runner import run
 from affine_homotopy.tasks import task_info
 
@@ -39,18 +40,30 @@ def main(snakemake):
                "n_train": len(y_train), "n_dev": len(y_dev)}
         random_weight = np.zeros((0, train.shape[2], info.n_classes))
         random_bias = np.zeros((0, info.n_classes))
+        random_norm, random_accuracy = np.zeros(0), np.zeros(0)
         if n_random:
-            randoms = fit_softmax_probes(train[slot], labels, info.n_classes, probe.l2, settings["random_max_iter"])
+            randoms = fit_random_probes(train[slot], labels, info.n_classes, snakemake.params.random_probes, probe.l2,
+                                        settings["random_max_iter"])
             random_weight, random_bias = randoms.weight, randoms.bias
-            # how well random labels are memorised: above 1/C means the classifiers are not trivial
-            row["random_train_accuracy_mean"] = float((randoms.predict(train[slot]) == labels).mean())
-            row["random_iterations"] = randoms.iterations
-        logging.info("layer %d: %s", layer, row)
+            random_norm, random_accuracy = randoms.norms(), randoms.train_accuracy(train[slot], labels)
+            # how sharp the classifiers are: memorised random labels (above 1/C) and Lemma 5.2's factor
+            row.update({
+                "random_method": snakemake.params.random_probes["method"],
+                "random_train_accuracy_mean": float(random_accuracy.mean()),
+                "random_train_accuracy_min": float(random_accuracy.min()),
+                "random_train_accuracy_max": float(random_accuracy.max()),
+                "random_norm_median": float(np.median(random_norm)),
+                "random_norm_max": float(random_norm.max()),
+                "task_norm": float(np.linalg.norm(probe.weight, 2)),
+                "random_iterations": randoms.iterations,
+            })
+        logging.info("%s: %s", layer, row)
         rows.append(row)
         with atomic_path(weights_path) as tmp:
             with open(tmp, "wb") as handle:
                 np.savez(handle, weight=probe.weight, bias=probe.bias, l2=probe.l2, layer=layer,
-                         random_weight=random_weight, random_bias=random_bias)
+                         random_weight=random_weight, random_bias=random_bias, random_norm=random_norm,
+                         random_train_accuracy=random_accuracy)
     write_csv(snakemake.output.metrics, pd.DataFrame(rows))
 
 

