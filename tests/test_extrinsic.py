@@ -243,20 +243,49 @@ def test_every_classifier_is_checked_against_its_own_bound() -> None:
     from affine_homotopy.extrinsic import _LemmaCheck
 
     d_aff = np.array([[0.0, 0.1], [0.2, 0.0]])
-    check = _LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]))
+    scale = np.array([1.0, 1.0])
+    check = _LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]), scale)
     check.rebuilt[:] = d_aff
     check.add(0, 1, np.array([0.04, 0.06, 0.5]), np.array([1.0, 1.0, 10.0]))  # bounds 0.05, 0.05, 0.5
     check.add(1, 0, np.array([0.1]), np.array([1.0]))  # bound 0.1: equal is fine
     np.testing.assert_array_equal(check.violations, [[0, 1], [0, 0]])
     np.testing.assert_allclose(check.bound_worst(), [[0.0, 0.5 * 10 * 0.1], [0.5 * 1 * 0.2, 0.0]])
-    relaxed = _LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]))
-    relaxed.rebuilt[0, 1] = 0.13  # the rebuilt map reaches 0.13 (within 100 floors): Lemma 5.2 allows 0.065
+    # target 1's rank rule discarded rows up to 0.1 long: the rebuilt map may reach sqrt(0.1^2 + 0.1^2)
+    relaxed = _LemmaCheck(2, d_aff, 1.0, np.array([0.1, 0.1]), scale)
+    relaxed.rebuilt[0, 1] = 0.13  # within 0.1414: Lemma 5.2 allows 0.5 * 0.13 = 0.065
     relaxed.add(0, 1, np.array([0.06]), np.array([1.0]))
     assert relaxed.violations.sum() == 0
-    stale = _LemmaCheck(2, d_aff, 1.0, np.array([1e-4, 1e-4]))
-    stale.rebuilt[0, 1] = 0.13  # 300 floors away: d_aff and the weights disagree, d_aff is checked as it is
+    assert relaxed.excess(0, 1) == pytest.approx(0.03)
+    stale = _LemmaCheck(2, d_aff, 1.0, np.array([0.01, 0.01]), scale)
+    stale.rebuilt[0, 1] = 0.13  # beyond sqrt(0.1^2 + 0.01^2): d_aff and the weights disagree, d_aff is checked as it is
     stale.add(0, 1, np.array([0.06]), np.array([1.0]))
-    assert stale.violations.sum() == 1
+    assert stale.violations.sum() == 1 and stale.excess(0, 1) == 0.0
+
+
+def test_identical_encoders_meet_the_bound_at_the_rank_rules_tail() -> None:
+    """Two copies of one encoder whose rank rule discards a small tail: d_aff is 0 on the truncated
+    target, d_psi is at most c ||W|| tail, and the Lemma 5.2 check accepts it (no NumericalError)."""
+    from affine_homotopy.extrinsic import check_bounds, extrinsic_distances, lemma_bound
+    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.linalg import factorise
+
+    rng = np.random.default_rng(3)
+    n = 300
+    X = rng.normal(size=(n, 6)) @ rng.normal(size=(6, 12))
+    X[:, 5] += 1e-4 * rng.normal(size=n)  # below the rank rule: a discarded tail
+    assert factorise(X).tail_row_norm_max > 0
+    labels = (X[:, 0] > 0).astype(int)
+    reps = [X, X.copy()]
+    intrinsic = pairwise_intrinsic(reps, ["a", "b"], SolverSettings(measures=("d_aff",), keep_weights=True, tol=1e-3))
+    assert intrinsic.matrices["d_aff"].max() < 1e-9
+    probes = [fit_softmax_probe(r, labels, 2) for r in reps]
+    result = extrinsic_distances(reps, probes, ["a", "b"], map_weights=intrinsic.weights, d_aff=intrinsic.matrices["d_aff"])
+    assert result.bound_violations.sum() == 0
+    slack = np.zeros((2, 2))
+    for row in result.diagnostics:
+        slack[["a", "b"].index(row["mapped_from"]), ["a", "b"].index(row["mapped_to"])] = row["bound_slack"]
+        assert row["d_aff_rebuilt"] <= factorise(X).tail_row_norm_max * (1 + 1e-6) + 1e-12
+    check_bounds(result.d_psi, lemma_bound(probes, intrinsic.matrices["d_aff"]), result.bound_violations, slack)
 
 
 def test_a_broken_bound_is_a_numerical_error(worst) -> None:

@@ -25,7 +25,7 @@ from affine_homotopy.derived import gaussian_noise, random_affine, svd_truncate
 from affine_homotopy.errors import AffineHomotopyError, NumericalError
 from affine_homotopy.intrinsic import SolverSettings, affine_map, missed_tol_warning, pairwise_intrinsic, solver_table
 from affine_homotopy.io import write_embeddings
-from affine_homotopy.linalg import check_finite_representations
+from affine_homotopy.linalg import check_finite_representations, factorise
 
 REPO = Path(__file__).resolve().parents[1]
 SOLVERS = tuple(minimax.SOLVERS)
@@ -277,11 +277,13 @@ def test_both_solvers_agree_within_their_gaps_on_the_demo_pairs() -> None:
     hard = off & (results["lawson"].iterations > 20)
     assert hard.sum() >= 10
     assert np.median(results["jacobi"].iterations[hard]) * 3 < np.median(results["lawson"].iterations[hard])
-    # the stored weights rebuild a map, on the original data, whose largest residual is d_aff
+    # the stored (float64) weights rebuild a map whose largest residual on the original data lies
+    # between d_aff (attained on the target's rank-truncated representation) and sqrt(d_aff^2 + tail^2)
     for i, j in ((0, 4), (4, 0), (5, 6), (1, 3)):
         A, b = affine_map(reps[i], reps[j], results["jacobi"].weights[i, j])
         residual = np.linalg.norm(reps[j].astype(np.float64) - (reps[i].astype(np.float64) @ A + b), axis=1).max()
-        assert residual == pytest.approx(jac["d_aff"][i, j], rel=1e-5, abs=1e-6)
+        tail = factorise(reps[j]).tail_row_norm_max
+        assert jac["d_aff"][i, j] * (1 - 1e-8) <= residual <= math.hypot(jac["d_aff"][i, j], tail) * (1 + 1e-8)
 
 
 def test_rank_deficiency_grid_uses_the_configured_solver() -> None:

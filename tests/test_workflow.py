@@ -129,17 +129,17 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
                          for m in ("d_psi", "d_worst", "bound", "d_worst_search", "bound_worst")}
             assert (extrinsic["d_worst"] >= extrinsic["d_psi"]).all()
             assert (extrinsic["d_worst_search"] >= extrinsic["d_worst"]).all()
-            # Lemma 5.2, with the job's per-pair slack where the d_aff map rebuilt from float32 weights
-            # reaches a larger residual than d_aff (pairs at float noise level)
+            # Lemma 5.2, with the job's per-pair slack: the rebuilt d_aff map's residual on the full
+            # target exceeds d_aff by at most the target's tail below the rank rule
             diagnostics = pd.read_csv(results / "extrinsic" / task / f"layer{layer}" / "d_psi_diagnostics.csv")
             slack = {column: np.zeros((4, 4)) for column in ("bound_slack", "bound_worst_slack")}
             for row in diagnostics.itertuples():
                 for column in slack:
                     slack[column][names.index(row.mapped_from), names.index(row.mapped_to)] = getattr(row, column)
-            assert (diagnostics["d_aff_rebuilt"] <= diagnostics["d_aff"] * 1.01 + 1e-4).all()
-            assert (extrinsic["d_psi"] <= extrinsic["bound"] * (1 + 1e-6) + 1e-9 + slack["bound_slack"]).all()
-            assert (extrinsic["d_worst_search"] <= extrinsic["bound_worst"] * (1 + 1e-6) + 1e-9
-                    + slack["bound_worst_slack"]).all()
+            assert (diagnostics["d_aff_rebuilt"] <= diagnostics["d_aff"] * (1 + 1e-6) + 1e-4).all()
+            assert (extrinsic["d_psi"] <= (extrinsic["bound"] + slack["bound_slack"]) * (1 + 1e-6) + 1e-9).all()
+            assert (extrinsic["d_worst_search"] <= (extrinsic["bound_worst"] + slack["bound_worst_slack"]) * (1 + 1e-6)
+                    + 1e-9).all()
             assert (diagnostics["bound_violations"] == 0).all()
             # bound_worst(i, j) = c(1) R_j d_aff(i, j), R_j the largest norm among j's task and random
             # probes (every one of them is evaluated for every pair; searched ones stay in that ball):

@@ -91,7 +91,7 @@ import torch
 
 from .errors import ConfigError, NumericalError
 from .intrinsic import map_in_original_coordinates
-from .linalg import WeightedLeastSquares, consecutive_blocks, factorise, float32_floor
+from .linalg import Factors, WeightedLeastSquares, consecutive_blocks, factorise
 from .probes import ProbeSet, SoftmaxProbe
 
 log = logging.getLogger(__name__)
@@ -99,10 +99,9 @@ log = logging.getLogger(__name__)
 STARTS = ("composed", "least_squares", "soft_label")
 # errors below this are float rounding of an exact fit: refining them cannot help
 REFINE_FLOOR = 1e-7
-# Lemma 5.2 checks: a value counts as above its bound when value > bound (1 + BOUND_RTOL) + BOUND_ATOL
-# + slack, the slack being the bound's factor times the target's float32 floor (see _LemmaCheck)
+# Lemma 5.2 checks: a value counts as above its bound when value > bound (1 + BOUND_RTOL) + BOUND_ATOL,
+# the bound using d_aff plus the rank rule's discarded tail of the target (see _LemmaCheck)
 BOUND_RTOL, BOUND_ATOL = 1e-6, 1e-9
-EXCESS_FLOORS = 100  # the rebuilt d_aff map may exceed d_aff by this many float32 floors (_LemmaCheck)
 
 
 def softmax_lipschitz(inverse_temperature: float = 1.0) -> float:
@@ -189,8 +188,8 @@ def tightness_summary(d_psi: np.ndarray, bound: np.ndarray, d_worst: np.ndarray 
     """How much of the extrinsic gap the bound explains: ``d_psi / bound`` over pairs ``i != j``.
 
     Pairs with ``bound <= atol`` carry no ratio (both sides are 0). ``violations`` counts pairs
-    with ``d_psi > bound (1 + rtol) + atol + slack``; it must be 0 (``slack``: the extrinsic job's
-    per-pair ``bound_slack``, float32 rounding of the rebuilt map).
+    with ``d_psi > (bound + slack) (1 + rtol) + atol``; it must be 0 (``slack``: the extrinsic job's
+    per-pair ``bound_slack``, the bound's share of the target's discarded tail: :class:`_LemmaCheck`).
     """
     off = ~np.eye(len(d_psi), dtype=bool)
     ratio = d_psi[off & (bound > atol)] / bound[off & (bound > atol)]
@@ -199,7 +198,7 @@ def tightness_summary(d_psi: np.ndarray, bound: np.ndarray, d_worst: np.ndarray 
         "tightness_median": float(np.median(ratio)) if ratio.size else math.nan,
         "tightness_min": float(ratio.min()) if ratio.size else math.nan,
         "tightness_max": float(ratio.max()) if ratio.size else math.nan,
-        "violations": int((d_psi[off] > (bound * (1 + rtol) + atol + slack)[off]).sum()),
+        "violations": int((d_psi[off] > ((bound + slack) * (1 + rtol) + atol)[off]).sum()),
         "d_psi_median": float(np.median(d_psi[off])) if off.any() else math.nan,
         "bound_median": float(np.median(bound[off])) if off.any() else math.nan,
     }
@@ -236,7 +235,7 @@ def worst_case_summary(d_psi: np.ndarray, d_worst: np.ndarray, d_worst_search: n
     gives 0 no classifier is "the worst"); ``..._after_search`` the same share when the searched
     classifiers join (the task probe stays the worst where the search found nothing larger); the
     ratios skip pairs whose denominator is ``<= atol``.
-    ``bound_worst_violations`` counts ``d_worst_search > bound_worst (1 + rtol) + atol + slack`` (must be 0;
+    ``bound_worst_violations`` counts ``d_worst_search > (bound_worst + slack) (1 + rtol) + atol`` (must be 0;
     the extrinsic job checks each classifier against its own bound), ``ordering_violations`` pairs
     breaking ``d_psi <= d_worst <= d_worst_search`` (must be 0: the maxima are over nested sets).
     """
@@ -254,7 +253,7 @@ def worst_case_summary(d_psi: np.ndarray, d_worst: np.ndarray, d_worst_search: n
         "d_worst_search_improved_pairs": int((d_worst_search[off] > d_worst[off]).sum()),
         "d_worst_search_median": float(np.median(d_worst_search[off])) if off.any() else math.nan,
         "bound_worst_median": float(np.median(bound_worst[off])) if off.any() else math.nan,
-        "bound_worst_violations": int((d_worst_search[off] > (bound_worst * (1 + rtol) + atol + slack)[off]).sum()),
+        "bound_worst_violations": int((d_worst_search[off] > ((bound_worst + slack) * (1 + rtol) + atol)[off]).sum()),
         "ordering_violations": int(((d_worst[off] < d_psi[off]) | (d_worst_search[off] < d_worst[off])).sum()),
     }
 
@@ -449,27 +448,35 @@ class _PairMaps:
         if weights is not None:
             self.fit = WeightedLeastSquares(design, weights, torch.nonzero(weights > 0).squeeze(1))
 
-    def starts(self, logits: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """``{"composed": (A, c), "least_squares": (A, c)}`` for logits (N, G, C): A (r, G, C), c (G, C)."""
+    def starts(self, logits: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+               lam: float) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """``{"composed": (A, c), "least_squares": (A, c)}`` for G classifiers ``weight`` (G, D', C),
+        ``bias`` (G, C) with logits (N, G, C) on the target: A (r, G, C), c (G, C).
+
+        ``composed`` is the classifier composed with this pair's map ``A_ij`` (after
+        :meth:`fit_target`): the logits are linear in the target, so its coefficients are the map's
+        times ``lam W`` (columns of ``W`` beyond the target's width, a stack's padding, meet zeros).
+        ``least_squares`` fits the logits themselves by ordinary least squares."""
         n, groups, n_classes = logits.shape
         rank = self.U.shape[1]
         flat = logits.reshape(n, -1)
         # least squares on the design [sqrt(N) U, 1]: U^T 1 = 0 and U^T U = I decouple it
         least_squares = ((self.U.T @ flat / self.root).reshape(rank, groups, n_classes),
                          flat.mean(dim=0).reshape(groups, n_classes))
-        if self.fit is None:
-            return {"composed": least_squares, "least_squares": least_squares}
-        coef = self.fit.solve(flat)
-        composed = ((coef[:rank] / self.root).reshape(rank, groups, n_classes),
-                    (coef[rank] / self.root).reshape(groups, n_classes))
+        coef = lam * torch.einsum("pd,gdc->pgc", self.coef, weight[:, : self.coef.shape[1]])
+        composed = (coef[:rank] / self.root, coef[rank] / self.root + lam * bias)
         return {"composed": composed, "least_squares": least_squares}
 
-    def fit_target(self, Y: torch.Tensor) -> float:
-        """Fit the composed start's map ``A_ij`` to the target ``Y`` (N, D) itself; returns its largest
-        residual ``max_n ||y_n - A_ij(x_n)||`` (the ``d_aff`` that Lemma 5.2's composed candidate
-        really uses: the map is rebuilt from float32-stored weights)."""
+    def fit_target(self, Y: torch.Tensor, target: Factors) -> float:
+        """Fit the map ``A_ij`` to the target's rank-truncated representation (as ``d_aff`` does, with
+        the stored weights; by least squares without them); returns its largest residual on the
+        target ``Y`` (N, D) itself, ``max_n ||y_n - A_ij(x_n)||``: the value Lemma 5.2's composed
+        candidate uses, at most ``sqrt(d_aff^2 + tail^2)`` (tail: the target's
+        ``tail_row_norm_max``)."""
         self.design = torch.cat([self.U, self.U.new_full((self.U.shape[0], 1), 1.0 / self.root)], dim=1)
-        self.coef = self.design.T @ Y if self.fit is None else self.fit.solve(Y)
+        truncated = target.with_basis(Y).truncated()
+        self.coef = self.design.T @ truncated if self.fit is None else self.fit.solve(truncated)
+        del truncated
         self.residual_norms = torch.linalg.vector_norm(Y - self.design @ self.coef, dim=1)
         return float(self.residual_norms.max())
 
@@ -548,7 +555,12 @@ class _WorstCaseSearch:
         logits = self.logits(clf, group)
         finite = torch.isfinite(logits).all(dim=(0, 2))
         logits = torch.where(finite[None, :, None], logits, torch.zeros_like(logits))
-        per_head = [self.pair_maps[j].starts(logits[:, h * group : (h + 1) * group]) for h, j in enumerate(self.others)]
+        heads, width, n_classes = len(self.others), clf.W.shape[1], clf.W.shape[2]
+        # a non-finite classifier is scored as NaN below; zeros keep its starts finite meanwhile
+        W = torch.where(finite[:, None, None], clf.W, torch.zeros_like(clf.W)).reshape(heads, group, width, n_classes)
+        b = torch.where(finite[:, None], clf.b, torch.zeros_like(clf.b)).reshape(heads, group, n_classes)
+        per_head = [self.pair_maps[j].starts(logits[:, h * group : (h + 1) * group], W[h], b[h], self.lam)
+                    for h, j in enumerate(self.others)]
         starts = {name: (torch.cat([s[name][0] for s in per_head], dim=1), torch.cat([s[name][1] for s in per_head]))
                   for name in ("composed", "least_squares")}
         if warm is not None:
@@ -684,19 +696,23 @@ class _LemmaCheck:
     """Lemma 5.2 for every classifier evaluated: ``d_k(i -> j) <= c(lam) ||W_k||_2 d_aff(i -> j)``.
 
     Keeps the largest norm per pair (``bound_worst = c(lam) * max_k ||W_k||_2 * d_aff``) and counts
-    classifiers that break their own bound. Tolerances: ``BOUND_RTOL``, ``BOUND_ATOL`` and a slack
-    ``c(lam) ||W_k||_2 excess_ij``: the composed candidate's map is rebuilt from float32-stored solver
-    weights, and where the weighted fit is ill-conditioned (weight on few rows) its largest residual
-    ``rebuilt_ij`` exceeds the certified ``d_aff`` (Lemma 5.2 holds exactly with ``rebuilt_ij``).
-    ``excess_ij = max(0, rebuilt_ij - d_aff_ij)``, accepted up to ``EXCESS_FLOORS`` times the
-    target's float32 floor (:func:`affine_homotopy.linalg.float32_floor`): float32 rounding amplified
-    by the fit's conditioning. A larger gap means ``d_aff`` and the stored weights disagree (a stale
-    or altered file), and then the bound is checked against ``d_aff`` as it stands.
+    classifiers that break their own bound (tolerances ``BOUND_RTOL``, ``BOUND_ATOL``). Every
+    classifier's candidates include it composed with the map ``A_ij`` rebuilt from the stored
+    solver weights, whose largest residual on the target itself is ``rebuilt_ij`` (Lemma 5.2 holds
+    exactly with it). ``d_aff`` maps onto the target's rank-truncated representation, so
+    ``rebuilt_ij <= sqrt(d_aff_ij^2 + tail_j^2)`` (``tail_j`` the largest row norm the rank rule
+    discarded from target ``j``): the bound is checked with ``d_aff_ij + excess_ij``,
+    ``excess_ij = max(0, rebuilt_ij - d_aff_ij)``, when ``excess_ij`` is within that allowance (plus
+    ``BOUND_RTOL`` of the target's scale for rounding). A larger excess means ``d_aff`` and the stored
+    weights disagree (a stale or altered file), and then the bound is checked against ``d_aff`` as
+    it stands.
     """
 
-    def __init__(self, count: int, d_aff: np.ndarray | None, lam: float, floor: np.ndarray) -> None:
+    def __init__(self, count: int, d_aff: np.ndarray | None, lam: float, tail: np.ndarray,
+                 scale: np.ndarray) -> None:
         self.d_aff = None if d_aff is None else np.asarray(d_aff, dtype=np.float64)
-        self.floor = np.asarray(floor, dtype=np.float64)
+        self.tail = np.asarray(tail, dtype=np.float64)
+        self.scale = np.asarray(scale, dtype=np.float64)
         self.rebuilt = np.zeros((count, count))
         self.c = softmax_lipschitz(lam)
         self.norm_max = np.zeros((count, count))
@@ -710,16 +726,20 @@ class _LemmaCheck:
         self.norm_max[i, j] = max(self.norm_max[i, j], float(norms.max()))
         self.evaluated[i, j] += values.size
         if self.d_aff is not None:
-            bound = self.c * norms * self.d_aff[i, j]
-            slack = self.c * norms * self.excess(i, j)
-            self.violations[i, j] += int((values > bound * (1 + BOUND_RTOL) + BOUND_ATOL + slack).sum())
+            bound = self.c * norms * (self.d_aff[i, j] + self.excess(i, j))
+            self.violations[i, j] += int((values > bound * (1 + BOUND_RTOL) + BOUND_ATOL).sum())
+
+    def allowance(self, i: int, j: int) -> float:
+        """How far the rebuilt map's residual may exceed ``d_aff`` (see the class docstring)."""
+        d_aff = self.d_aff[i, j]
+        return math.sqrt(d_aff**2 + self.tail[j] ** 2) - d_aff + BOUND_RTOL * self.scale[j]
 
     def excess(self, i: int, j: int) -> float:
-        """The slack's residual gap (0 beyond ``EXCESS_FLOORS`` floors: see the class docstring)."""
+        """``max(0, rebuilt - d_aff)`` within the allowance, else 0 (see the class docstring)."""
         if self.d_aff is None:
             return 0.0
         gap = max(0.0, self.rebuilt[i, j] - self.d_aff[i, j])
-        return gap if gap <= EXCESS_FLOORS * self.floor[j] else 0.0
+        return gap if gap <= self.allowance(i, j) else 0.0
 
     def bound_worst(self) -> np.ndarray | None:
         if self.d_aff is None:
@@ -820,10 +840,12 @@ def extrinsic_distances(
     y_mean = Y.mean(dim=1)  # (K, Dmax)
     # per encoder (one centred copy at a time): largest and RMS centred row norms
     centred_norms = [torch.linalg.vector_norm(t - y_mean[k, : widths[k]], dim=1) for k, t in enumerate(tensors)]
-    floor = np.array([float32_floor(float(norms.max())) for norms in centred_norms])
     y_scale = torch.stack([torch.sqrt((norms**2).mean()) for norms in centred_norms])  # (K,)
     del centred_norms
-    lemma = _LemmaCheck(count, d_aff, lam, floor)
+    # every encoder factorised once (its bases dropped to save memory, rebuilt when it is the source)
+    factors_all = [factorise(t, settings.multiplier, settings.dtype, settings.device).without_basis() for t in tensors]
+    lemma = _LemmaCheck(count, d_aff, lam, np.array([f.tail_row_norm_max for f in factors_all]),
+                        np.array([f.row_norm_max for f in factors_all]))
     drifted: list[str] = []
     randoms: list[tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]] = []
     skipped = np.zeros(count, dtype=int)
@@ -858,17 +880,17 @@ def extrinsic_distances(
         if not others:
             continue
         clock.start()
-        factors = factorise(tensors[i], settings.multiplier, settings.dtype, settings.device)
+        factors = factors_all[i].with_basis(tensors[i])
         design = factors.affine_design()
         rank = design.shape[1] - 1
         Z = design[:, :rank] * math.sqrt(n)
         pair_maps = {j: _PairMaps(design, None if map_weights is None else _as_tensor(map_weights[i, j], settings))
                      for j in others}
         for j in others:
-            lemma.rebuilt[i, j] = pair_maps[j].fit_target(tensors[j])
-            if d_aff is not None and map_weights is not None and lemma.rebuilt[i, j] > 1.01 * d_aff[i, j] + floor[j]:
-                drifted.append(f"{names[i]} -> {names[j]} ({lemma.rebuilt[i, j]:.3g} vs {d_aff[i, j]:.3g})")
-        task_starts = [pair_maps[j].starts(task_logits[j]) for j in others]
+            lemma.rebuilt[i, j] = pair_maps[j].fit_target(tensors[j], factors_all[j])
+            if d_aff is not None and map_weights is not None and lemma.rebuilt[i, j] - d_aff[i, j] > lemma.allowance(i, j):
+                drifted.append(f"{names[i]} -> {names[j]} ({lemma.rebuilt[i, j]:.6g} vs {d_aff[i, j]:.6g})")
+        task_starts = [pair_maps[j].starts(task_logits[j], task_w[j], task_b[j], lam) for j in others]
         heads = _Heads(
             torch.softmax(torch.cat([task_logits[j] for j in others], dim=1), dim=2),
             {name: (torch.cat([s[name][0] for s in task_starts], dim=1), torch.cat([s[name][1] for s in task_starts]))
@@ -895,7 +917,7 @@ def extrinsic_distances(
                 for j in block:
                     logits = _classifier_logits(tensors[j], randoms[j][0], randoms[j][1], lam)
                     per_target.append(logits)
-                    starts.append(pair_maps[j].starts(logits))
+                    starts.append(pair_maps[j].starts(logits, randoms[j][0], randoms[j][1], lam))
                 random = _fit_heads(Z, _Heads(
                     torch.softmax(torch.cat(per_target, dim=1), dim=2),
                     {name: (torch.cat([s[name][0] for s in starts], dim=1), torch.cat([s[name][1] for s in starts]))
@@ -1009,10 +1031,10 @@ def extrinsic_distances(
                  + ", d_worst_search " + np.array2string(d_search[i, others], precision=4))
     log.info("seconds: %s", {k: round(v, 2) for k, v in seconds.items()})
     if drifted:
-        log.warning("%d pairs: the d_aff map rebuilt from the stored (float32) solver weights has a largest residual "
-                    "more than 1 %% above d_aff (column d_aff_rebuilt): an ill-conditioned weighted fit, or d_aff and "
-                    "the weights disagree; Lemma 5.2 is checked with the rebuilt residual only within %d float32 "
-                    "floors of d_aff: %s", len(drifted), EXCESS_FLOORS, "; ".join(drifted[:5]))
+        log.warning("%d pairs: the d_aff map rebuilt from the stored solver weights has a largest residual above "
+                    "d_aff by more than the target's discarded tail allows (column d_aff_rebuilt): d_aff and the "
+                    "weights disagree (a stale or altered file?); Lemma 5.2 is checked against d_aff as it stands: %s",
+                    len(drifted), "; ".join(drifted[:5]))
     if worst_case and (np.any(d_worst < d_psi) or np.any(d_search < d_worst)):
         raise NumericalError("d_psi <= d_worst <= d_worst_search broke: a bug, the maxima are over nested sets")
     return ExtrinsicResult(names, d_psi, d_worst, worst_index, diagnostics, seconds, d_search, lemma.bound_worst(),

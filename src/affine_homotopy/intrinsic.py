@@ -71,7 +71,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
-from .linalg import FLOAT32_EPS, Factors, WeightedLeastSquares, factorise, thin_svd
+from .linalg import Factors, WeightedLeastSquares, factorise, float32_floor, thin_svd
 from .minimax import DEFAULT_MEMORY, DEFAULT_SOLVER, SOLVERS, MinimaxResult, minimax_fit
 from .names import INTRINSIC_MEASURES
 
@@ -109,7 +109,7 @@ class IntrinsicResult:
     dims: np.ndarray
     iterations: np.ndarray  # (K, K) weighted least-squares fits of the minimax solver for d_aff
     seconds: dict[str, float] = field(default_factory=dict)
-    weights: np.ndarray | None = None  # (K, K, N) float32: weights of the map attaining d_aff (i -> j)
+    weights: np.ndarray | None = None  # (K, K, N) float64: weights of the map attaining d_aff (i -> j)
     solver: str = DEFAULT_SOLVER
     # (K, K) bool: the d_aff interval met the stopping test (gap <= tol * upper + atol); else max_iter stopped it
     converged: np.ndarray | None = None
@@ -203,7 +203,8 @@ def pairwise_intrinsic(
                for rep in representations]
     timer["factorise"] = time.monotonic() - started
     matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
-    weights = np.zeros((count, count, n), dtype=np.float32) if settings.keep_weights else None
+    # float64: the map rebuilt from them must reproduce d_aff (an ill-conditioned weighted fit amplifies rounding)
+    weights = np.zeros((count, count, n), dtype=np.float64) if settings.keep_weights else None
     iterations = np.zeros((count, count), dtype=int)
     converged = np.ones((count, count), dtype=bool)
     lin_iterations = np.zeros((count, count), dtype=int)
@@ -229,7 +230,7 @@ def pairwise_intrinsic(
                 iterations[i, block] = result.iterations.cpu().numpy()
                 converged[i, block] = result.converged.cpu().numpy()
                 if weights is not None:
-                    weights[i, block] = result.weights.float().cpu().numpy()
+                    weights[i, block] = result.weights.double().cpu().numpy()
                 # linear part in original coordinates: V_i diag(1/s_i) C V_j^T -> ||diag(1/s_i) C||_2
                 linear = result.coef[:, : fi.rank, :] / fi.s[None, :, None]
                 if fi.rank > 0:
@@ -309,7 +310,7 @@ def _solve_blocks(
     for block in _blocks(chosen, n, width, p, itemsize, settings.block_mb, memory):
         stacked = _pad_columns([targets[j][0] for j in block])
         # below 10 eps(float32) x the target's scale a residual is float32 rounding: stop there
-        atol = torch.tensor([10 * FLOAT32_EPS * targets[j][1] for j in block], dtype=design.dtype, device=design.device)
+        atol = torch.tensor([float32_floor(targets[j][1]) for j in block], dtype=design.dtype, device=design.device)
         yield block, minimax_fit(design, stacked, atol, settings.tol, settings.max_iter, solver=settings.solver,
                                  power=settings.power, memory=settings.anderson_memory,
                                  iterate_dtype=settings.iterate_dtype, orthonormal=True)
@@ -342,11 +343,15 @@ def affine_map(
     """Rebuild the affine map ``x -> x @ A + b`` of X's encoder onto Y's from its solver weights.
 
     It is the weighted least-squares fit (same rank rule, same design, same routine as the engine),
-    so with the weights stored by :func:`pairwise_intrinsic` its largest residual is that pair's ``d_aff``.
+    so with the weights stored by :func:`pairwise_intrinsic` its largest residual on Y's rank-truncated
+    representation is that pair's ``d_aff`` (on Y itself: at most ``sqrt(d_aff^2 + tail^2)``, tail the
+    largest row norm the rank rule discarded from Y).
     """
     fi = factorise(X, multiplier, dtype, "cpu")
     w = torch.as_tensor(np.asarray(weights), dtype=dtype)
-    target = torch.as_tensor(np.asarray(Y), dtype=dtype)
+    # the engine maps onto the target's rank-truncated representation; on Y itself each residual
+    # grows by at most the target's discarded tail (Factors.tail_row_norm_max)
+    target = factorise(Y, multiplier, dtype, "cpu").truncated()
     coef = WeightedLeastSquares(fi.affine_design(), w).solve(target)
     return map_in_original_coordinates(fi, coef)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -50,8 +50,7 @@ def select_device(preference: str = "auto", gpus_granted: int | None = None) -> 
 
 def float32_floor(row_norm_max: float) -> float:
     """Residuals below ``10 eps(float32)`` times a target's largest centred row norm are float32
-    rounding (the minimax solvers' absolute stopping tolerance, and the extrinsic stage's slack on
-    Lemma 5.2: its maps are rebuilt from float32-stored solver weights)."""
+    rounding (the minimax solvers' absolute stopping tolerance)."""
     return 10 * FLOAT32_EPS * float(row_norm_max)
 
 
@@ -152,6 +151,23 @@ class Factors:
     dim: int
     row_norm_max: float  # largest centred row norm: the scale of the solvers' float32 floor
     raw_row_norm_max: float
+    tail_row_norm_max: float = 0.0  # largest row norm of what the rank rule discarded (X - mean - Q diag(s) Vt)
+
+    def truncated(self) -> torch.Tensor:
+        """``mean + Q diag(s) Vt`` (N, D): the encoder as the measures see it (the rank rule's directions
+        dropped). Every row is within ``tail_row_norm_max`` of the data."""
+        return (self.Q * self.s) @ self.Vt + self.mean
+
+    def without_basis(self) -> "Factors":
+        """A copy without the (N, r) bases, to keep many encoders' factors at little memory;
+        :meth:`with_basis` restores the centred basis from the data without a second SVD."""
+        empty = self.Q.new_zeros((self.Q.shape[0], 0))
+        return replace(self, Q=empty, Q_raw=empty, s_raw=self.s_raw.new_zeros(0))
+
+    def with_basis(self, X: torch.Tensor) -> "Factors":
+        """The centred basis ``Q = (X - mean) Vt^T diag(1/s)`` of the data ``X`` these factors came from."""
+        X = X.to(dtype=self.Vt.dtype, device=self.Vt.device)
+        return replace(self, Q=((X - self.mean) @ self.Vt.T) / self.s)
 
     @property
     def rank(self) -> int:
@@ -193,9 +209,10 @@ def factorise(
         U_raw, s_raw = U_raw[:, :r_raw].contiguous(), s_raw[:r_raw].clone()
     else:
         U_raw, s_raw = X.new_zeros((n, 0)), X.new_zeros(0)
+    tail = float(torch.linalg.vector_norm(U[:, r:] * s[r:], dim=1).max()) if r < s.numel() else 0.0
     return Factors(
         U[:, :r].contiguous(), s[:r].clone(), Vt[:r].clone(), mean, U_raw, s_raw, dim,
-        float(torch.linalg.vector_norm(centred, dim=1).max()), raw_row_norm_max,
+        float(torch.linalg.vector_norm(centred, dim=1).max()), raw_row_norm_max, tail,
     )
 
 

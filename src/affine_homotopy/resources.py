@@ -78,7 +78,7 @@ def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int =
         "mem_mb": _scaled(2000 + factors_mb + inputs_mb + 2 * block_mb, attempt),
         # ~40 Lawson iterations of 6 N D^2 flops per ordered pair at ~20 GFLOP/s on a few cores
         "runtime": _scaled(10 + k * (k - 1) * 40 * 6 * n * max(widths) ** 2 / 20e9 / 60, attempt),
-        "disk_mb": _scaled(k * k * n * 4 / MB + 20 * k * k * 20 / MB + 10, 1),
+        "disk_mb": _scaled(k * k * n * 8 / MB + 20 * k * k * 20 / MB + 10, 1),
     }
 
 

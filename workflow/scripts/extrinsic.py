@@ -55,7 +55,7 @@ def main(snakemake):
     result = extrinsic_distances(reps, probes, names, map_weights, randoms, settings, d_aff.to_numpy())
     bound = lemma_bound(probes, d_aff.to_numpy(), settings.inverse_temperature)
     index = {name: k for k, name in enumerate(names)}
-    slack = np.zeros_like(bound)  # per pair: float32 rounding of the rebuilt d_aff map (extrinsic._LemmaCheck)
+    slack = np.zeros_like(bound)  # per pair: the target's discarded tail in the bound's units (extrinsic._LemmaCheck)
     for row in result.diagnostics:
         slack[index[row["mapped_from"]], index[row["mapped_to"]]] = row["bound_slack"]
     logging.info("Lemma 5.2 tightness d_psi / bound: %s", tightness_summary(result.d_psi, bound, result.d_worst,
