@@ -16,7 +16,6 @@ from affine_homotopy.errors import StagingError
 from affine_homotopy.encoders import load_encoder
 from affine_homotopy.staging import staged_model_dir, staged_task_file, stage_model
 
-from .conftest import REPO
 from .test_workflow import SNAKEMAKE, snakemake, tiny_config, write_config
 
 pytestmark = pytest.mark.workflow

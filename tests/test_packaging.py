@@ -35,7 +35,7 @@ from .conftest import REPO, SCHEMA
 # A numpy of another minor version than constraints.txt's, inside pyproject.toml's range (and another
 # major: the range starts at 1.26, and a research stack may well hold it)
 OTHER_NUMPY = "1.26.4"
-HEAVY = ("pandas", "transformers", "snakemake", "matplotlib", "datasets", "jsonschema")
+HEAVY = ("pandas", "transformers", "snakemake", "matplotlib", "huggingface_hub", "jsonschema")
 
 
 def readme_section(title: str) -> str:

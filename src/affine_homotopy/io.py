@@ -19,8 +19,9 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -49,6 +50,44 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def install_folder(dest: str | os.PathLike[str], fill: Callable[[Path], Mapping[str, Any]], marker: str,
+                   what: str) -> Mapping[str, Any]:
+    """Build a folder atomically: ``fill`` writes into a hidden sibling of ``dest`` and returns the
+    record that is written last, as ``marker``; the sibling is then renamed onto ``dest``.
+
+    ``dest`` therefore holds either a complete folder with its marker or what was there before; a
+    failure leaves no partial folder (and removes the empty one Snakemake makes for outputs). A
+    file-system error (full disk, no permission) becomes a :class:`~affine_homotopy.errors.StagingError`
+    naming ``what`` and ``dest``. Returns the record."""
+    from .errors import StagingError
+
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    for stale in dest.parent.glob(f".{dest.name}.staging-*"):  # left by a killed run
+        shutil.rmtree(stale, ignore_errors=True)
+    work = dest.parent / f".{dest.name}.staging-{os.getpid()}"
+    old = dest.parent / f".{dest.name}.staging-{os.getpid()}-old"
+    try:
+        work.mkdir()
+        record = fill(work)
+        write_json(work / marker, record)
+        if dest.exists():  # an earlier staging, or the empty folder Snakemake makes for outputs
+            os.replace(dest, old)
+        os.replace(work, dest)
+    except OSError as error:
+        if dest.is_dir() and not any(dest.iterdir()):
+            dest.rmdir()
+        raise StagingError(f"{what}: could not write the staged files to {dest}: {error}") from error
+    except BaseException:
+        if dest.is_dir() and not any(dest.iterdir()):
+            dest.rmdir()
+        raise
+    finally:
+        for folder in (work, old):
+            shutil.rmtree(folder, ignore_errors=True)
+    return record
 
 
 @contextlib.contextmanager

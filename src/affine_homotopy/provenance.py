@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "numpy", "scipy", "pandas", "matplotlib", "snakemake")
+PACKAGES = ("torch", "transformers", "tokenizers", "huggingface_hub", "numpy", "scipy", "pandas", "matplotlib", "snakemake")
 
 
 def config_hash(config: Mapping[str, Any]) -> str:

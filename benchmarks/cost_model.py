@@ -1,0 +1,264 @@
+"""Cost model of the pairwise stages: measure them, fit their growth, project any config.
+
+Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cost_model.py measure [--glue-dir ../shared/glue] [--quick]
+    .venv/bin/python benchmarks/cost_model.py fit        # benchmarks/cost_measurements.csv -> coefficients
+    .venv/bin/python benchmarks/cost_model.py project [--configfile config/config.yaml] [--cores 32]
+    .venv/bin/python benchmarks/cost_model.py compare --configfile config/real_models.yaml
+
+``measure`` times every pairwise stage with one thread (CPU seconds, ``time.process_time``) on
+real data: all-MiniLM-L6-v2 embeddings (mean pooling) of the SST-2 training sentences of
+``<glue-dir>/SST-2/train.tsv``, layers 4, 5 and 6 as three "encoders" (6 ordered pairs), at
+N = 2,000, 8,000, 20,000 and the full 67,349 rows (D = 384), and D = 768 (each "encoder" two
+layers side by side: 1+2, 3+4, 5+6) at N = 2,000 and 8,000. The stages: factorisation (per
+encoder), d_aff and d_lin (jacobi, tol 1e-3, per ordered pair), the intrinsic baselines (all seven,
+per pair), the task probe (L-BFGS over the default L2 grid, per encoder), the random-label probes
+(the paper's SGD protocol, per classifier), d_psi (per pair), d_worst (per random classifier of a
+pair) and d_worst_search (per pair, default 16 aimed candidates and 10 ascent steps). K: the
+pairwise stages are measured per pair; a K = 6 run at N = 2,000 checks that the per-pair cost of
+d_aff does not depend on K. Rows are appended to ``benchmarks/cost_measurements.csv`` with the
+machine, thread count and load average.
+
+``fit`` fits ``seconds = a (N / 10,000)^alpha (D / 384)^beta`` per stage (log-log least squares
+over N at D = 384; beta from the D = 768 points) and prints the coefficients for
+``affine_homotopy.cost.STAGE_COSTS``. ``project`` prints, for a config, the projected CPU hours per
+rule, the total and the dominant stage (:func:`affine_homotopy.cost.project`), on one core and
+on ``--cores`` cores. ``compare`` puts the projection of a config beside the CPU seconds its
+finished run logged (``results/<run>/logs/<rule>/*.log``, "done in ... (CPU ... s")).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+MEASUREMENTS = Path(__file__).resolve().parent / "cost_measurements.csv"
+FIELDS = ["stage", "n", "d", "k", "units", "seconds_per_unit", "unit", "threads", "load_1min", "machine", "date"]
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def cpu_seconds(function):
+    tick = time.process_time()
+    result = function()
+    return result, time.process_time() - tick
+
+
+# ---------------------------------------------------------------------------------------------
+# measure
+
+
+def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int) -> dict[str, tuple[float, int, str]]:
+    """Per-unit CPU seconds of every stage on ``reps`` (K encoders of N rows): stage -> (seconds, units, unit)."""
+    from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances
+    from affine_homotopy.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
+    from affine_homotopy.linalg import factorise
+    from affine_homotopy.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
+
+    k, n = len(reps), reps[0].shape[0]
+    pairs = k * (k - 1)
+    names = [f"e{i}" for i in range(k)]
+    out: dict[str, tuple[float, int, str]] = {}
+    _, seconds = cpu_seconds(lambda: [factorise(r) for r in reps])
+    factorise_each = seconds / k
+    out["factorise"] = (factorise_each, k, "encoder")
+    intrinsic, seconds = cpu_seconds(lambda: pairwise_intrinsic(
+        reps, names, SolverSettings(measures=("d_aff",), keep_weights=True, tol=1e-3)))
+    out["d_aff"] = ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")
+    say(f"    d_aff iterations (median) {np.median(intrinsic.iterations[~np.eye(k, dtype=bool)]):.0f}")
+    _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=("d_lin",), tol=1e-3)))
+    out["d_lin"] = ((seconds - 2 * k * factorise_each) / pairs, pairs, "ordered pair")  # also the uncentred SVD
+    baselines = tuple(m for m in MEASURES if m not in {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm",
+                                                      "d_lin", "d_lin_lower"})
+    _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=baselines)))
+    out["baselines"] = ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")
+    probes, seconds = cpu_seconds(lambda: [fit_softmax_probe(r, labels, 2) for r in reps])
+    out["task_probe"] = (seconds / k, k, "encoder layer")
+    random_y = random_labels(n, 2, range(n_random))
+    randoms, seconds = cpu_seconds(lambda: [fit_random_probes_sgd(r, random_y, 2) for r in reps])
+    out["random_probe"] = (seconds / (k * n_random), k * n_random, "random classifier of an encoder layer")
+    result = extrinsic_distances(reps, probes, names, intrinsic.weights, randoms, ExtrinsicSettings(),
+                                 intrinsic.matrices["d_aff"])
+    out["d_psi"] = (result.seconds["cpu_d_psi"] / pairs, pairs, "ordered pair")
+    out["d_worst"] = (result.seconds["cpu_d_worst"] / (pairs * n_random), pairs * n_random,
+                      "random classifier of an ordered pair")
+    out["d_worst_search"] = (result.seconds["cpu_d_worst_search"] / pairs, pairs, "ordered pair")
+    return out
+
+
+def append_rows(rows: list[dict[str, object]]) -> None:
+    new = not MEASUREMENTS.is_file()
+    with open(MEASUREMENTS, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def measure(args: argparse.Namespace) -> None:
+    from intrinsic_benchmark import minilm_embeddings
+
+    torch.set_num_threads(1)
+    sst2 = Path(args.glue_dir) / "SST-2" / "train.tsv"
+    if not sst2.is_file():
+        sys.exit(f"{sst2} is missing: pass --glue-dir (a GLUE folder with SST-2/train.tsv)")
+    full = sum(1 for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip())
+    sizes = [2000, 8000] if args.quick else [2000, 8000, 20000, full]
+    wide_sizes = [2000] if args.quick else [2000, 8000]
+    say(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, 1 torch thread, "
+        f"torch {torch.__version__}; data: all-MiniLM-L6-v2 mean-pooled SST-2 training sentences (layers 1-6)")
+    tick = time.perf_counter()
+    embedded, seconds, cached = minilm_embeddings(sst2, full, [1, 2, 3, 4, 5, 6])
+    say(f"embeddings {embedded.shape} {'from cache' if cached else f'in {seconds:.0f} s'} "
+        f"({time.perf_counter() - tick:.0f} s)")
+    labels_all = np.array([int(line.split("\t")[1]) for line in sst2.read_text(encoding="utf-8").splitlines()[1:]
+                           if line.strip()])
+    runs = [(n, 384, [embedded[3], embedded[4], embedded[5]]) for n in sizes]
+    runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)]) for n in wide_sizes]
+    runs.append((2000, 384, [embedded[layer] for layer in range(6)]))  # K = 6: per-pair cost independent of K
+    for n, d, full_reps in runs:
+        reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
+        n_random = 4 if n > 10000 else 8
+        tick = time.perf_counter()
+        say(f"N = {n}, D = {d}, K = {len(reps)}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
+            f"load {os.getloadavg()[0]:.2f})")
+        stages = measure_one(reps, labels_all[:n], n_random)
+        rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
+                 "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
+                 "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d")}
+                for stage, (value, units, unit) in stages.items()]
+        append_rows(rows)
+        say("    " + ", ".join(f"{stage} {value:.3g} s" for stage, (value, _, _) in stages.items())
+            + f"  [{time.perf_counter() - tick:.0f} s]")
+    say(f"appended to {MEASUREMENTS.relative_to(ROOT)}; now run: benchmarks/cost_model.py fit")
+
+
+# ---------------------------------------------------------------------------------------------
+# fit
+
+
+def read_measurements(path: Path = MEASUREMENTS) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
+    from affine_homotopy.cost import STAGE_COSTS, fit_stage
+
+    rows = [r for r in read_measurements() if int(r["k"]) == 3]
+    by_stage: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
+    for row in rows:
+        by_stage[row["stage"]].append((int(row["n"]), int(row["d"]), float(row["seconds_per_unit"])))
+    fitted = {stage: fit_stage(points) for stage, points in by_stage.items()}  # (a, alpha, beta, residual)
+    say("stage            seconds at N=10,000 D=384   N exponent   D exponent   rms log residual   unit")
+    for stage, (a, alpha, beta, residual) in fitted.items():
+        say(f"{stage:16s} {a:12.4g}                {alpha:8.2f}     {beta:8.2f}       {residual:8.3f}          "
+            f"{STAGE_COSTS[stage].unit}")
+    k_rows = {(r["stage"], int(r["k"])): float(r["seconds_per_unit"]) for r in read_measurements()
+              if int(r["n"]) == 2000 and int(r["d"]) == 384}
+    if ("d_aff", 6) in k_rows and ("d_aff", 3) in k_rows:
+        say(f"K check (N = 2,000): d_aff per pair at K = 6 / K = 3 = {k_rows[('d_aff', 6)] / k_rows[('d_aff', 3)]:.2f} "
+            "(1 = per-pair cost independent of K, so a job grows as K (K - 1))")
+    say("\nfor affine_homotopy.cost.STAGE_COSTS:")
+    for stage, (a, alpha, beta, _) in fitted.items():
+        say(f'    "{stage}": StageCost({a:.3g}, {alpha:.2f}, {beta:.2f}, "{STAGE_COSTS[stage].unit}"),')
+    return fitted
+
+
+# ---------------------------------------------------------------------------------------------
+# project
+
+
+def study_projection(configfile: str):
+    from affine_homotopy.resources import study_projection as projection_of
+
+    from affine_homotopy.config import check_config
+
+    config = check_config(__import__("yaml").safe_load(open(configfile)), ROOT / "workflow/schemas/config.schema.yaml")
+    return config, projection_of(config)
+
+
+def project(args: argparse.Namespace) -> None:
+    from affine_homotopy.cost import STAGE_COSTS
+
+    config, projection = study_projection(args.configfile)
+    say(f"config {args.configfile}: {len(config['encoders'])} encoders, tasks {list(config['tasks'])}, "
+        f"{config['extrinsic']['n_random_classifiers']} random classifiers")
+    say("assumption: single-thread CPU seconds measured on this machine (benchmarks/cost_measurements.csv), the "
+        "same per-core rate on every core, jobs spread over the cores with perfect efficiency; embedding not included")
+    say(f"{'rule':18s} {'CPU hours':>10s} {'hours on ' + str(args.cores) + ' cores':>18s}")
+    for rule, seconds in sorted(projection.rules.items(), key=lambda kv: -kv[1]):
+        say(f"{rule:18s} {seconds / 3600:10.3g} {seconds / 3600 / args.cores:18.3g}")
+    say(f"{'total':18s} {projection.total / 3600:10.3g} {projection.total / 3600 / args.cores:18.3g}")
+    say("stages (CPU hours): " + ", ".join(f"{s} {v / 3600:.3g}" for s, v in
+                                          sorted(projection.stages.items(), key=lambda kv: -kv[1]) if v))
+    say(f"dominant stage: {projection.dominant_stage} (per {STAGE_COSTS[projection.dominant_stage].unit})")
+    if args.task:
+        from affine_homotopy.resources import study_projection as projection_of
+
+        single = dict(config)
+        single["tasks"] = {args.task: config["tasks"][args.task]}
+        if args.layers:
+            single["layers"] = args.layers
+        part = projection_of(single)
+        one = part.rules["intrinsic"] + part.rules["extrinsic"]
+        say(f"task {args.task}, layers {single['layers']}: intrinsic + extrinsic {one / 3600:.3g} CPU hours = "
+            f"{one / 3600 / args.cores:.3g} h on {args.cores} cores "
+            f"({'within' if one / 3600 / args.cores <= 24 else 'beyond'} one day)")
+
+
+DONE = re.compile(r"done in ([0-9.]+) s \(CPU ([0-9.]+) s")
+
+
+def compare(args: argparse.Namespace) -> None:
+    config, projection = study_projection(args.configfile)
+    logs = ROOT / "results" / config["run_name"] / "logs"
+    measured: dict[str, list[float]] = defaultdict(list)
+    for rule in projection.rules:
+        for log in sorted((logs / rule).glob("*.log")):
+            found = DONE.findall(log.read_text(encoding="utf-8", errors="replace"))
+            if found:
+                measured[rule].append(float(found[-1][1]))
+    say(f"config {args.configfile}: projected vs logged CPU time per rule (logs under {logs.relative_to(ROOT)})")
+    say(f"{'rule':18s} {'projected CPU s':>16s} {'logged CPU s':>14s} {'jobs logged':>12s} {'logged/projected':>17s}")
+    for rule, seconds in projection.rules.items():
+        got = measured.get(rule, [])
+        ratio = f"{sum(got) / seconds:17.2f}" if got and seconds else f"{'-':>17s}"
+        say(f"{rule:18s} {seconds:16.0f} {sum(got):14.0f} {len(got):12d} {ratio}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
+    m.add_argument("--quick", action="store_true")
+    sub.add_parser("fit")
+    p = sub.add_parser("project")
+    p.add_argument("--configfile", default=str(ROOT / "config" / "config.yaml"))
+    p.add_argument("--cores", type=int, default=32)
+    p.add_argument("--task", help="also the intrinsic + extrinsic time of this task alone")
+    p.add_argument("--layers", type=int, nargs="*", help="with --task: only these layers (e.g. the final one)")
+    c = sub.add_parser("compare")
+    c.add_argument("--configfile", required=True)
+    args = parser.parse_args()
+    {"measure": measure, "fit": fit, "project": project, "compare": compare}[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()
