@@ -6,6 +6,7 @@ Run from the repository root (2-core machine: keep OpenMP threads from spinning)
     .venv/bin/python benchmarks/cost_model.py fit        # benchmarks/cost_measurements.csv -> coefficients
     .venv/bin/python benchmarks/cost_model.py project [--configfile config/config.yaml] [--cores 32]
     .venv/bin/python benchmarks/cost_model.py compare --configfile config/real_models.yaml
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cost_model.py speedup [--sizes 2000 8000]
 
 ``measure`` times every pairwise stage with one thread (CPU seconds, ``time.process_time``) on
 real data: all-MiniLM-L6-v2 embeddings (mean pooling) of the SST-2 training sentences of
@@ -25,7 +26,10 @@ over N at D = 384; beta from the D = 768 points) and prints the coefficients for
 ``affine_homotopy.cost.STAGE_COSTS``. ``project`` prints, for a config, the projected CPU hours per
 rule, the total and the dominant stage (:func:`affine_homotopy.cost.project`), on one core and
 on ``--cores`` cores. ``compare`` puts the projection of a config beside the CPU seconds its
-finished run logged (``results/<run>/logs/<rule>/*.log``, "done in ... (CPU ... s")).
+finished run logged (``results/<run>/logs/<rule>/*.log``, "done in ... (CPU ... s")). ``speedup``
+runs the extrinsic stage before and after its two exact speed-ups (``extrinsic.FULL_SET_PRODUCT``,
+``extrinsic.SOFT_LABEL_ACTIVE_SET``) on the same inputs and prints the CPU-time ratio per phase and
+the largest difference in the values.
 """
 
 from __future__ import annotations
@@ -128,12 +132,16 @@ def measure(args: argparse.Namespace) -> None:
         f"({time.perf_counter() - tick:.0f} s)")
     labels_all = np.array([int(line.split("\t")[1]) for line in sst2.read_text(encoding="utf-8").splitlines()[1:]
                            if line.strip()])
-    runs = [(n, 384, [embedded[3], embedded[4], embedded[5]]) for n in sizes]
+    # K = 3 (6 ordered pairs); at the full 67,349 rows K = 2 (2 pairs) to keep the run short
+    runs = [(n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]])
+            for n in sizes]
     runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)]) for n in wide_sizes]
     runs.append((2000, 384, [embedded[layer] for layer in range(6)]))  # K = 6: per-pair cost independent of K
     for n, d, full_reps in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
-        n_random = 4 if n > 10000 else 8
+        # d_worst's cost per classifier depends on how many classifiers share a block (the working
+        # set is shared): the paper's 100 per target up to N = 8,000, 25 beyond (time)
+        n_random = 100 if n <= 8000 else 25
         tick = time.perf_counter()
         say(f"N = {n}, D = {d}, K = {len(reps)}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
             f"load {os.getloadavg()[0]:.2f})")
@@ -222,6 +230,49 @@ def project(args: argparse.Namespace) -> None:
             f"({'within' if one / 3600 / args.cores <= 24 else 'beyond'} one day)")
 
 
+def speedup(args: argparse.Namespace) -> None:
+    """The extrinsic stage before and after its two exact speed-ups, side by side on the same inputs."""
+    import affine_homotopy.extrinsic as extrinsic
+    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
+    from intrinsic_benchmark import minilm_embeddings
+
+    torch.set_num_threads(1)
+    sst2 = Path(args.glue_dir) / "SST-2" / "train.tsv"
+    if not sst2.is_file():
+        sys.exit(f"{sst2} is missing: pass --glue-dir (a GLUE folder with SST-2/train.tsv)")
+    lines = [line for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    embedded, _, _ = minilm_embeddings(sst2, len(lines), [1, 2, 3, 4, 5, 6])
+    labels_all = np.array([int(line.split("\t")[1]) for line in lines])
+    say("extrinsic stage, before (FULL_SET_PRODUCT and SOFT_LABEL_ACTIVE_SET off) and after (on), one thread, "
+        "all-MiniLM-L6-v2 layers 4, 5, 6 of SST-2 training sentences (6 ordered pairs), "
+        f"{args.n_random} random classifiers per target, default worst-case search")
+    for n in args.sizes:
+        reps = [np.ascontiguousarray(embedded[layer][:n]) for layer in (3, 4, 5)]
+        names = ["layer4", "layer5", "layer6"]
+        intrinsic = pairwise_intrinsic(reps, names, SolverSettings(measures=("d_aff",), keep_weights=True))
+        probes = [fit_softmax_probe(r, labels_all[:n], 2) for r in reps]
+        randoms = [fit_random_probes_sgd(r, random_labels(n, 2, range(args.n_random)), 2) for r in reps]
+        runs = {}
+        for label, switch in (("before", False), ("after", True)):
+            extrinsic.FULL_SET_PRODUCT = extrinsic.SOFT_LABEL_ACTIVE_SET = switch
+            result, seconds = cpu_seconds(lambda: extrinsic.extrinsic_distances(
+                reps, probes, names, intrinsic.weights, randoms, extrinsic.ExtrinsicSettings(),
+                intrinsic.matrices["d_aff"]))
+            runs[label] = (result, seconds)
+        (old, old_s), (new, new_s) = runs["before"], runs["after"]
+        off = ~np.eye(3, dtype=bool)
+        say(f"N = {n} (load {os.getloadavg()[0]:.2f}): CPU {old_s:.1f} s -> {new_s:.1f} s, "
+            f"{old_s / new_s:.2f}x; per phase " + ", ".join(
+                f"{phase} {old.seconds['cpu_' + phase]:.1f} -> {new.seconds['cpu_' + phase]:.1f} s "
+                f"({old.seconds['cpu_' + phase] / max(new.seconds['cpu_' + phase], 1e-9):.2f}x)"
+                for phase in ("d_psi", "d_worst", "d_worst_search")))
+        for measure in ("d_psi", "d_worst", "d_worst_search"):
+            a, b = getattr(old, measure)[off], getattr(new, measure)[off]
+            say(f"    {measure}: largest relative difference {np.max(np.abs(b - a) / a):.2e}; pairs where after > "
+                f"before (1 + 1e-6): {int(np.sum(b > a * (1 + 1e-6)))} of {a.size}")
+
+
 DONE = re.compile(r"done in ([0-9.]+) s \(CPU ([0-9.]+) s")
 
 
@@ -254,10 +305,14 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=32)
     p.add_argument("--task", help="also the intrinsic + extrinsic time of this task alone")
     p.add_argument("--layers", type=int, nargs="*", help="with --task: only these layers (e.g. the final one)")
+    s = sub.add_parser("speedup")
+    s.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
+    s.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000])
+    s.add_argument("--n-random", type=int, default=100)
     c = sub.add_parser("compare")
     c.add_argument("--configfile", required=True)
     args = parser.parse_args()
-    {"measure": measure, "fit": fit, "project": project, "compare": compare}[args.mode](args)
+    {"measure": measure, "fit": fit, "project": project, "speedup": speedup, "compare": compare}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,12 @@ log = logging.getLogger(__name__)
 STARTS = ("composed", "least_squares", "soft_label")
 # errors below this are float rounding of an exact fit: refining them cannot help
 REFINE_FLOOR = 1e-7
+# with every example in the working set, evaluate all heads by one shared product (the same sums
+# as the batched per-head product, a few times faster); False: the batched product (benchmarks)
+FULL_SET_PRODUCT = True
+# the soft-label fit drops heads from its products as they converge; False: every head runs until
+# all have converged (benchmarks)
+SOFT_LABEL_ACTIVE_SET = True
 # Lemma 5.2 checks: a value counts as above its bound when value > bound (1 + BOUND_RTOL) + BOUND_ATOL,
 # the bound using d_aff plus the rank rule's discarded tail of the target (see _LemmaCheck)
 BOUND_RTOL, BOUND_ATOL = 1e-6, 1e-9
@@ -287,22 +293,34 @@ def _soft_label_fit(
     y_A, y_c = A0.clone(), c0.clone()
     t = torch.ones(P.shape[1], dtype=Z.dtype, device=Z.device)
     grad_norm = torch.zeros_like(t)
+    # heads stop one by one: a head whose gradient is below tol keeps its point and leaves the
+    # products (each head's iterates depend on its own gradients only)
+    active = torch.arange(P.shape[1], device=Z.device)
     steps = 0
     for steps in range(1, max_iter + 1):
-        G = (torch.softmax(_logits(Z, y_A, y_c), dim=2) - P) / n  # (N, H, C)
-        g_A = (Z.T @ G.reshape(n, -1)).reshape(y_A.shape)
+        every = active.numel() == P.shape[1]
+        a_A, a_c = (y_A, y_c) if every else (y_A[:, active], y_c[active])
+        G = (torch.softmax(_logits(Z, a_A, a_c), dim=2) - (P if every else P[:, active])) / n  # (N, h, C)
+        g_A = (Z.T @ G.reshape(n, -1)).reshape(a_A.shape)
         g_c = G.sum(dim=0)
-        grad_norm = torch.sqrt((g_A**2).sum(dim=(0, 2)) + (g_c**2).sum(dim=1))
-        if float(grad_norm.max()) <= tol:
+        norm = torch.sqrt((g_A**2).sum(dim=(0, 2)) + (g_c**2).sum(dim=1))
+        grad_norm[active] = norm
+        going = norm > tol
+        if not bool(going.any()):
             break
-        new_A, new_c = y_A - 2.0 * g_A, y_c - 2.0 * g_c
-        restart = ((g_A * (new_A - x_A)).sum(dim=(0, 2)) + (g_c * (new_c - x_c)).sum(dim=1)) > 0
-        t = torch.where(restart, torch.ones_like(t), t)
-        t_next = 0.5 * (1 + torch.sqrt(1 + 4 * t**2))
-        beta = torch.where(restart, torch.zeros_like(t), (t - 1) / t_next)
-        y_A = new_A + beta[None, :, None] * (new_A - x_A)
-        y_c = new_c + beta[:, None] * (new_c - x_c)
-        x_A, x_c, t = new_A, new_c, t_next
+        if not SOFT_LABEL_ACTIVE_SET:
+            going = torch.ones_like(going)
+        if not bool(going.all()):
+            active, a_A, a_c, g_A, g_c = active[going], a_A[:, going], a_c[going], g_A[:, going], g_c[going]
+        new_A, new_c = a_A - 2.0 * g_A, a_c - 2.0 * g_c
+        old_A, old_c, t_a = x_A[:, active], x_c[active], t[active]
+        restart = ((g_A * (new_A - old_A)).sum(dim=(0, 2)) + (g_c * (new_c - old_c)).sum(dim=1)) > 0
+        t_a = torch.where(restart, torch.ones_like(t_a), t_a)
+        t_next = 0.5 * (1 + torch.sqrt(1 + 4 * t_a**2))
+        beta = torch.where(restart, torch.zeros_like(t_a), (t_a - 1) / t_next)
+        y_A[:, active] = new_A + beta[None, :, None] * (new_A - old_A)
+        y_c[active] = new_c + beta[:, None] * (new_c - old_c)
+        x_A[:, active], x_c[active], t[active] = new_A, new_c, t_next
     return y_A, y_c, steps, grad_norm
 
 
@@ -335,17 +353,23 @@ def _refine(
     best_active = best[active]
     P_active = P[:, active]
     iterations = 0
+    # every example in the working set (few heads): one shared (N, r) x (r, h C) product per
+    # evaluation instead of h gathered copies of Z in a batched product (FULL_SET_PRODUCT)
+    shared = k == n and FULL_SET_PRODUCT
     for tau in settings.temperatures:
         for _ in range(settings.rounds):
-            rows = best_errors.topk(k, dim=0).indices.T  # (h, k): each head's worst examples
-            Zs = Z[rows]  # (h, k, r)
-            Ps = torch.gather(P_active, 0, rows.T[:, :, None].expand(k, -1, n_classes)).transpose(0, 1)
+            if shared:
+                Zs, Ps = Z, P_active.transpose(0, 1)  # (n, r), (h, n, C)
+            else:
+                rows = best_errors.topk(k, dim=0).indices.T  # (h, k): each head's worst examples
+                Zs = Z[rows]  # (h, k, r)
+                Ps = torch.gather(P_active, 0, rows.T[:, :, None].expand(k, -1, n_classes)).transpose(0, 1)
             scale = (best_active**2).clamp(min=torch.finfo(Z.dtype).tiny)[:, None]
             # The working-set loss only sees W through Zs W, and its gradients lie in the row span of
             # Zs. With fewer rows than dimensions, optimise in that span instead: W = W0 + Zs^T L^-T beta
             # with K = Zs Zs^T = L L^T gives Zs W = Zs W0 + L beta and ||W - W0|| = ||beta||, an
             # isometric change of variables that makes each evaluation k x k instead of k x rank.
-            kernel = k < rank
+            kernel = k < rank and not shared
             if kernel:
                 gram = torch.bmm(Zs, Zs.transpose(1, 2))
                 eye = torch.eye(k, dtype=Z.dtype, device=Z.device)
@@ -365,6 +389,10 @@ def _refine(
                 # hand-written gradient: autograd's overhead dominates on these small batched problems
                 if kernel:
                     logits = base + torch.bmm(factor, W) + b[:, None, :]
+                elif shared:
+                    heads_now = W.shape[0]
+                    logits = (Zs @ W.permute(1, 0, 2).reshape(rank, -1)).reshape(n, heads_now, n_classes)
+                    logits = logits.transpose(0, 1) + b[:, None, :]
                 else:
                     logits = torch.bmm(Zs, W) + b[:, None, :]
                 q = torch.softmax(logits, dim=2)  # (h, k, C)
@@ -373,7 +401,11 @@ def _refine(
                 loss = (tau * torch.logsumexp(squared / tau, dim=1)).sum()
                 v = torch.softmax(squared / tau, dim=1)[:, :, None] * 2 * diff / scale[:, :, None]
                 g = q * v - q * (q * v).sum(dim=2, keepdim=True)  # softmax Jacobian times v
-                W.grad = torch.bmm((factor if kernel else Zs).transpose(1, 2), g)
+                if shared:
+                    W.grad = (Zs.T @ g.transpose(0, 1).reshape(n, -1)).reshape(rank, -1, n_classes).permute(1, 0, 2)
+                    W.grad = W.grad.contiguous()
+                else:
+                    W.grad = torch.bmm((factor if kernel else Zs).transpose(1, 2), g)
                 b.grad = g.sum(dim=1)
                 return loss
 
