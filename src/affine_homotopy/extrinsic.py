@@ -1044,6 +1044,7 @@ def extrinsic_distances(
                 "refine_grad_norm": float(task.refine_grad[slot]),
                 "source_rank": rank,
                 "d_aff_rebuilt": lemma.rebuilt[i, j],
+                "target_tail": lemma.tail[j],
                 "bound_slack": lemma.c * task_norms[j] * lemma.excess(i, j),
                 "bound_violations": int(lemma.violations[i, j]),
             }
