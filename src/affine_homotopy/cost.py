@@ -130,9 +130,8 @@ def project(
             MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
     else:  # L-BFGS: random_max_iter iterations against SGD's 80 epochs over the data
         random_scale = probe["random_max_iter"] / (MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
+    # the search runs with or without random classifiers (from the task probe); 0 steps and 0 candidates: none
     search_scale = (search["steps"] + search["candidates"]) / MEASURED_SETTINGS["search_work"]
-    if not n_random and not (search["steps"] or search["candidates"]):
-        search_scale = 0.0
     stages = dict.fromkeys(costs, 0.0)
     rules = {"intrinsic": 0.0, "probe": 0.0, "extrinsic": 0.0, "rank_deficiency": 0.0}
     for n in train_sizes.values():
