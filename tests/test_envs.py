@@ -41,8 +41,8 @@ def requirements() -> list[Requirement]:
 
 def test_every_env_pins_the_constraints() -> None:
     pins = constraints()
-    envs = sorted((REPO / "envs").glob("*.yaml"))
-    assert envs, "no envs/*.yaml found"
+    envs = sorted((REPO / "workflow" / "envs").glob("*.yaml"))
+    assert envs, "no workflow/envs/*.yaml found"
     for env in envs:
         spec = yaml.safe_load(env.read_text())
         pip_section = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict) and "pip" in d)

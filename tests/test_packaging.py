@@ -185,7 +185,7 @@ def test_a_package_encoder_is_checked_against_the_jobs_environment(tmp_path: Pat
     env_file.write_text(yaml.safe_dump({"dependencies": ["python=3.11", {"pip": ["numpy==2.4.6"]}]}))
     with pytest.raises(ConfigError, match=r"encoders\.minilm\.package.*embed\.yaml, which does not install it"):
         check_config(copy.deepcopy(demo), SCHEMA, job_env=env_file)
-    check_config(copy.deepcopy(demo), SCHEMA, job_env=REPO / "envs" / "embed.yaml")  # the shipped env has it
+    check_config(copy.deepcopy(demo), SCHEMA, job_env=REPO / "workflow" / "envs" / "embed.yaml")  # the shipped env has it
 
 
 def test_an_empty_rank_deficiency_group_is_refused_once() -> None:

@@ -20,7 +20,7 @@ from affine_homotopy import analysis
 from .conftest import REPO
 
 pytestmark = pytest.mark.workflow
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile")]
 
 
 def snakemake(*args: str, workdir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -74,7 +74,7 @@ def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
     assert counts["download_model"] == 27 and counts["download_task"] == 6  # staging, on the submit host
     assert counts["rank_deficiency"] == 6 and counts["correlate"] == counts["paper_comparison"] == 1
     assert "results/paper/" in paper and "results/demo/" not in paper  # the demo config is replaced
-    through_slurm = snakemake("-n", "--workflow-profile", str(REPO / "profiles" / "slurm"),
+    through_slurm = snakemake("-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
                               "--configfile", str(REPO / "config" / "config.yaml"), workdir=tmp_path).stdout
     assert job_counts(through_slurm) == counts  # the cluster profile plans the same study
 

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 # The library lives in src/; jobs inherit PYTHONPATH, so scripts import it in any environment.
-_SRC = str(Path(workflow.basedir) / "src")
+_SRC = str(Path(workflow.basedir).parent / "src")
 if _SRC not in sys.path:
     sys.path.insert(0, _SRC)
 # (set, not required from the user, so no envvars directive)
@@ -25,7 +25,7 @@ from affine_homotopy.config import (
 from affine_homotopy.names import EXTRINSIC_MEASURES as _EXTRINSIC, INTRINSIC_MEASURES as _INTRINSIC
 from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
 
-# Under --use-conda the embedding jobs run in envs/embed.yaml, not in this interpreter: a `package`
+# Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
 # encoder is then checked against that file (see check_config).
 _CONDA = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
 _JOB_ENV = Path(workflow.basedir) / "envs" / "embed.yaml" if _CONDA else None
@@ -107,8 +107,16 @@ def all_targets():
 
 
 FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic", "rank_vs_distance", "layer_trend", "preorder", "rank_deficiency"]
-TABLES = ["correlation.csv", "correlation.md", "correlation.tex", "figure2_fits.csv", "encoder_ranks.csv",
-          "rank_analysis.csv", "preorder_edges.csv", "preorder_ranking.csv"]
+TABLES = [
+    "correlation.csv",
+    "correlation.md",
+    "correlation.tex",
+    "figure2_fits.csv",
+    "encoder_ranks.csv",
+    "rank_analysis.csv",
+    "preorder_edges.csv",
+    "preorder_ranking.csv",
+]
 # Families with a `step` axis (checkpoints), re-expanded from the config: the training-dynamics figure
 DYNAMICS_FAMILIES = training_dynamics_members(family_members(config.get("encoder_families")))
 if DYNAMICS_FAMILIES:
