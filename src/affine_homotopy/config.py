@@ -126,7 +126,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
     ``analysis.encoder_group`` and ``analysis.rank_deficiency.group`` become their members.
     """
     if not isinstance(config, dict):
-        raise ConfigError("the config must be a mapping of keys to values (see config/demo.yaml).")
+        raise ConfigError("the config must be a mapping of keys to values (see config/config.yaml).")
     members = expand_families(config)
     if "layers" in config:
         check_layer_spec(config["layers"])
