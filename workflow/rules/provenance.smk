@@ -24,7 +24,7 @@ rule provenance:
         runtime=fixed_resource("marker", "runtime"),
     params:
         config=config,
-        repo=str(Path(workflow.basedir).parent),
+        repo=str(PROJECT_DIR),
         logs=f"{RESULTS}/logs",
     script:
         "../scripts/provenance.py"
