@@ -113,6 +113,20 @@ def probe_weights(wildcards):
     return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/{wildcards.layer}.npz" for e in ENCODERS]
 
 
+# every matrix the extrinsic job writes (extrinsic/<task>/<layer>/<name>.csv): values, certified
+# lower bounds (NaN where there is no certificate) and Lemma 5.2's bounds
+EXTRINSIC_MATRICES = [
+    "d_psi",
+    "d_psi_lower",
+    "d_worst",
+    "d_worst_lower",
+    "d_worst_search",
+    "d_worst_search_lower",
+    "bound",
+    "bound_worst",
+]
+
+
 def matrix_files(kind, name):
     return [f"{RESULTS}/{kind}/{t}/{l}/{name}.csv" for t in TASKS for l in LAYERS]
 
@@ -121,7 +135,7 @@ def all_targets():
     targets = [f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS]
     for measure in INTRINSIC_MEASURES + ["rank", "d_aff_solver"]:
         targets += matrix_files("intrinsic", measure)
-    for measure in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
+    for measure in EXTRINSIC_MATRICES:
         targets += matrix_files("extrinsic", measure)
     targets += [f"{RESULTS}/extrinsic/summary.csv"]
     targets += [f"{RESULTS}/tables/{name}" for name in TABLES]

@@ -112,6 +112,7 @@ def soft_label_fit(
 
 def refine(
     Z: torch.Tensor, P: torch.Tensor, A: torch.Tensor, c: torch.Tensor, settings: ExtrinsicSettings,
+    first_step: float = 1.0,
 ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Annealed smooth-max refinement (module docstring, step 4).
 
@@ -168,7 +169,7 @@ def refine(
                 b = torch.zeros_like(best_b)
             else:
                 W, b = best_W.clone(), best_b.clone()
-            optimizer = torch.optim.LBFGS([W, b], lr=1.0, max_iter=settings.refine_iter, history_size=10,
+            optimizer = torch.optim.LBFGS([W, b], lr=first_step, max_iter=settings.refine_iter, history_size=10,
                                           tolerance_grad=1e-10, tolerance_change=1e-14, line_search_fn="strong_wolfe")
 
             def closure() -> torch.Tensor:
@@ -259,13 +260,13 @@ def fit_heads(Z: torch.Tensor, heads: Heads, settings: ExtrinsicSettings, soft_l
     refined, refine_steps, refine_grad, A, c = refine(Z, heads.P, A0, c0, settings)
     stalled = (refined >= best_start * (1 - 1e-9)) & (best_start > REFINE_FLOOR) & torch.isfinite(best_start)
     restarted_improved = torch.zeros_like(stalled)
-    for rank in range(1, len(names)):
+    for rank, first_step in [(0, 0.1)] + [(k, 1.0) for k in range(1, len(names))]:
         if not bool(stalled.any()):
             break
         heads_now = torch.nonzero(stalled).squeeze(1)
         A_start, c_start = _gather(maps, names, order[rank])
         again, steps, grads, A_again, c_again = refine(
-            Z, heads.P[:, heads_now], A_start[:, heads_now].contiguous(), c_start[heads_now], settings)
+            Z, heads.P[:, heads_now], A_start[:, heads_now].contiguous(), c_start[heads_now], settings, first_step)
         refine_steps += steps
         better = again < refined[heads_now]
         chosen = heads_now[better]
