@@ -17,6 +17,7 @@ from affine_homotopy.encoders import load_encoder
 from affine_homotopy.staging import staged_model_dir, staged_task_file, stage_model
 
 from .test_workflow import SNAKEMAKE, snakemake, tiny_config, write_config
+from .tolerances import relative_tolerance
 
 pytestmark = pytest.mark.workflow
 
@@ -94,6 +95,6 @@ def test_interrupted_run_resumes_to_the_same_results(tmp_path: Path, tiny_models
         ours, theirs = pd.read_csv(path), pd.read_csv(interrupted / relative)
         numeric = ours.select_dtypes("number").columns
         np.testing.assert_allclose(ours[numeric].to_numpy(float), theirs[numeric].to_numpy(float),
-                                   rtol=1e-6, atol=1e-9, err_msg=str(relative))
+                                   rtol=relative_tolerance(relative), atol=1e-9, err_msg=str(relative))
     leftovers = [p for p in (interrupted / "results").rglob(".*.tmp")]
     assert not leftovers, f"temporary files left behind: {leftovers}"

@@ -21,6 +21,7 @@ import pytest
 
 from .conftest import REPO
 from .test_workflow import snakemake, tiny_config, write_config
+from .tolerances import relative_tolerance
 
 pytestmark = pytest.mark.workflow
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
@@ -97,5 +98,6 @@ def test_tiny_study_through_the_slurm_profile(slurm_cluster: Path, tmp_path: Pat
         a, b = pd.read_csv(local / relative), pd.read_csv(theirs)
         assert list(a.columns) == list(b.columns)
         numeric = a.select_dtypes("number").columns
-        np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float), rtol=1e-6, atol=1e-9,
+        np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float),
+                                   rtol=relative_tolerance(relative), atol=1e-9,
                                    err_msg=str(relative))

@@ -133,6 +133,13 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
                          for m in ("d_psi", "d_worst", "bound", "d_worst_search", "bound_worst")}
             assert (extrinsic["d_worst"] >= extrinsic["d_psi"]).all()
             assert (extrinsic["d_worst_search"] >= extrinsic["d_worst"]).all()
+            # two classes: every value is certified, [lower, value] closed to extrinsic.tol (or atol)
+            for measure in ("d_psi", "d_worst", "d_worst_search"):
+                lower = pd.read_csv(results / "extrinsic" / task / f"layer{layer}" / f"{measure}_lower.csv",
+                                    index_col=0).loc[names, names].to_numpy()
+                value = extrinsic[measure]
+                assert np.isfinite(lower).all() and (lower <= value * (1 + 1e-12) + 1e-15).all(), measure
+                assert ((value - lower <= 1e-3 * value + 1e-12) | (value <= 1e-6)).all(), measure
             # Lemma 5.2, with the job's per-pair slack: the rebuilt d_aff map's residual on the full
             # target exceeds d_aff by at most the target's tail below the rank rule
             diagnostics = pd.read_csv(results / "extrinsic" / task / f"layer{layer}" / "d_psi_diagnostics.csv")

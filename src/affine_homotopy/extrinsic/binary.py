@@ -181,7 +181,7 @@ class ChebyshevLP:
         self.last_dual: np.ndarray | None = None
 
     def _finite(self, values: np.ndarray) -> np.ndarray:
-        return np.where(np.isfinite(values), values, np.sign(values) * self.inf)
+        return np.where(np.isfinite(values), values, np.copysign(self.inf, values))
 
     def add(self, rows: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, t: float) -> None:
         """Add half-spaces (skipping those already in), with bounds at level ``t``."""
