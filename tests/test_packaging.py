@@ -58,6 +58,7 @@ def module_names() -> list[str]:
 
 
 @pytest.mark.install
+@pytest.mark.timeout(3000)  # two pip installs from PyPI (1500 s + 900 s at most), then the example
 def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: Path) -> None:
     pins = {Requirement(line).name: str(Requirement(line).specifier)[2:] for line in
             (REPO / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
@@ -80,10 +81,11 @@ def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: P
     subprocess.run([*pip, str(source)], check=True, timeout=900)
     installed = time.monotonic() - started
     versions = subprocess.run([str(python), "-c", "import numpy, torch; print(numpy.__version__, torch.__version__)"],
-                              check=True, capture_output=True, text=True).stdout.split()
+                              check=True, capture_output=True, text=True, timeout=300).stdout.split()
     assert versions[0] == OTHER_NUMPY and versions[1].startswith(pins["torch"])
     absent = subprocess.run([str(python), "-c", "import importlib.util as u; "
-                             f"print([m for m in {HEAVY!r} if u.find_spec(m)])"], check=True, capture_output=True, text=True)
+                             f"print([m for m in {HEAVY!r} if u.find_spec(m)])"], check=True, capture_output=True, text=True,
+                            timeout=300)
     assert absent.stdout.strip() == "[]", f"the core install pulled in {absent.stdout}"
     example = tmp_path / "example.py"
     example.write_text(readme_example())

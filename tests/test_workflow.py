@@ -19,13 +19,18 @@ from affine_homotopy import analysis
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.workflow
+# pytest-timeout: a test here may run a whole tiny study (the module fixtures count towards the first
+# test that uses them); each Snakemake call has its own timeout too (snakemake()).
+pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+SNAKEMAKE_TIMEOUT = 1200  # seconds for one Snakemake call: a hung job fails the test, not the CI run
 
 
-def snakemake(*args: str, workdir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env)
+def snakemake(*args: str, workdir: Path, check: bool = True, timeout: float = SNAKEMAKE_TIMEOUT,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
+    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env,
+                            timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
