@@ -167,6 +167,7 @@ def test_the_readme_commands_are_what_ci_runs() -> None:
     assert len(commands) == 2 and all("-c constraints.txt" in c for c in commands), commands
     ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
     assert ci == [commands[1]]
+    assert commands[1].endswith("python -m pytest --durations=25"), commands[1]  # the README's figure comes from it
 
 
 # ---------------------------------------------------------------------------------------------
