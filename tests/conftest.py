@@ -93,6 +93,34 @@ def write_tiny_decoder(folder: Path, kind: str, seed: int = 0, hidden: int = 32,
     return folder
 
 
+def assert_figure_drawn(png: Path, pdf: Path | None = None, inches: tuple[float, float] | None = None,
+                        dpi: float = 200) -> None:
+    """A saved figure is a real picture: a PNG of a plausible pixel size (``inches`` x ``dpi`` when given,
+    within what a tight bounding box trims or adds) that is not blank (many colours, ink on a good
+    share of its pixels), and a one-page PDF."""
+    import numpy as np
+    from matplotlib import image
+
+    pixels = image.imread(png)
+    assert pixels.ndim == 3 and pixels.shape[2] in (3, 4), (png, pixels.shape)
+    height, width = pixels.shape[:2]
+    assert min(height, width) >= 150, f"{png}: only {width} x {height} pixels"
+    if inches is not None:
+        for got, want, axis in ((width, inches[0] * dpi, "width"), (height, inches[1] * dpi, "height")):
+            assert 0.6 * want <= got <= 1.15 * want, f"{png}: {axis} {got} px, the figure is {want:.0f} px"
+    rgb = pixels[..., :3].reshape(-1, 3)
+    colours = np.unique(np.round(rgb * 255).astype(np.uint8), axis=0)
+    assert len(colours) > 16, f"{png}: {len(colours)} distinct colours: blank or nearly so"
+    background = np.median(rgb, axis=0)
+    ink = np.abs(rgb - background).max(axis=1) > 0.1
+    assert ink.mean() > 0.01 and rgb.std() > 0.02, f"{png}: ink on {ink.mean():.2%} of the pixels"
+    if pdf is not None:
+        data = Path(pdf).read_bytes()
+        assert data.startswith(b"%PDF-") and b"%%EOF" in data[-64:], f"{pdf} is not a complete PDF"
+        assert len(data) > 1000 and data.count(b"/Type /Page\n") + data.count(b"/Type /Page ") + \
+            data.count(b"/Type /Page>") >= 1, pdf
+
+
 def rule_blocks() -> list[tuple[str, str, str]]:
     """(rule file name, rule name, the rule's text) for every rule of workflow/rules/*.smk."""
     import re
