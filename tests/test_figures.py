@@ -70,6 +70,7 @@ def test_paper_comparison_parses_with_and_without_the_paper(tmp_path: Path) -> N
     assert "paper" not in plain.columns and list(plain["ours"]) == ["0.500**", "0.700**"]
 
 
+@pytest.mark.slow  # every figure drawn and saved: over 10 s
 def test_every_figure_function_draws(tmp_path: Path, chain) -> None:
     names, d_aff, rank = chain
     rng = np.random.default_rng(0)

@@ -107,6 +107,7 @@ def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: P
 # modules, names, layout
 
 
+@pytest.mark.slow  # one fresh interpreter per module: about a minute
 def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
     modules = module_names()
     assert {"api", "cli", "errors", "intrinsic", "linalg", "names", "synthetic_vocabulary"} <= set(modules)
