@@ -15,19 +15,19 @@ rule probe:
             layer=LAYERS,
         ),
         metrics=f"{RESULTS}/probes/{{task}}/metrics/{{encoder}}.csv",
+    log:
+        f"{RESULTS}/logs/probe/{{encoder}}_{{task}}.log",
+    conda:
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=probe_resource("mem_mb"),
+        runtime=probe_resource("runtime"),
     params:
         task_spec=lambda wildcards: config["tasks"][wildcards.task],
         layers=LAYERS,
         settings=config["probe"],
         n_random=config["extrinsic"]["n_random_classifiers"],
         random_probes=config["extrinsic"]["random_probes"],
-    resources:
-        mem_mb=probe_resource("mem_mb"),
-        runtime=probe_resource("runtime"),
-    log:
-        f"{RESULTS}/logs/probe/{{encoder}}_{{task}}.log",
-    conda:
-        "../../envs/compute.yaml"
     script:
         "../scripts/probe.py"
 
@@ -37,15 +37,15 @@ rule probe_table:
         expand(f"{RESULTS}/probes/{{{{task}}}}/metrics/{{encoder}}.csv", encoder=ENCODERS),
     output:
         f"{RESULTS}/probes/{{task}}/{{layer}}.csv",
-    params:
-        encoders=ENCODERS,
-    resources:
-        mem_mb=fixed_resource("marker", "mem_mb"),
-        runtime=fixed_resource("marker", "runtime"),
     log:
         f"{RESULTS}/logs/probe_table/{{task}}_{{layer}}.log",
     conda:
-        "../../envs/compute.yaml"
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
+    params:
+        encoders=ENCODERS,
     script:
         "../scripts/probe_table.py"
 
@@ -57,51 +57,56 @@ rule extrinsic:
         d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
         map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
     output:
-        d_psi=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi.csv",
-        d_worst=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_worst.csv",
-        bound=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/bound.csv",
-        d_worst_search=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_worst_search.csv",
-        bound_worst=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/bound_worst.csv",
+        **{
+            name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv"
+            for name in EXTRINSIC_MATRICES
+        },
         diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
-    params:
-        encoders=ENCODERS,
-        settings=config["extrinsic"],
-        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
-        device=config["device"],
+    log:
+        f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
+    conda:
+        "../envs/compute.yaml"
     threads: 2
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
         runtime=pairwise_resource("runtime"),
         disk_mb=pairwise_resource("disk_mb"),
-    log:
-        f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
-    conda:
-        "../../envs/compute.yaml"
+    params:
+        encoders=ENCODERS,
+        study={"extrinsic": config["extrinsic"], "intrinsic": config["intrinsic"]},
+        device=config["device"],
     script:
         "../scripts/extrinsic.py"
 
 
+def extrinsic_summary_inputs(wildcards):
+    """Named inputs per (task, layer), e.g. d_psi__sst2__layer12: the script looks each file up by name."""
+    files = {}
+    for t in TASKS:
+        for l in LAYERS:
+            for name in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
+                files[f"{name}__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/{name}.csv"
+            files[f"diagnostics__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/d_psi_diagnostics.csv"
+            files[f"solver__{t}__{l}"] = f"{RESULTS}/intrinsic/{t}/{l}/d_aff_solver.csv"
+            files[f"probes__{t}__{l}"] = f"{RESULTS}/probes/{t}/{l}.csv"
+    return files
+
+
 rule extrinsic_summary:
     input:
-        d_psi=matrix_files("extrinsic", "d_psi"),
-        d_worst=matrix_files("extrinsic", "d_worst"),
-        bound=matrix_files("extrinsic", "bound"),
-        d_worst_search=matrix_files("extrinsic", "d_worst_search"),
-        bound_worst=matrix_files("extrinsic", "bound_worst"),
-        diagnostics=matrix_files("extrinsic", "d_psi_diagnostics"),
-        solver=matrix_files("intrinsic", "d_aff_solver"),
-        probes=[f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS],
+        unpack(extrinsic_summary_inputs),
     output:
         f"{RESULTS}/extrinsic/summary.csv",
-    params:
-        task_layers=[(t, l) for t in TASKS for l in LAYERS],
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/extrinsic_summary.log",
     conda:
-        "../../envs/compute.yaml"
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
+    params:
+        task_layers=[(t, l) for t in TASKS for l in LAYERS],
+        tol=config["extrinsic"]["tol"],
     script:
         "../scripts/extrinsic_summary.py"
