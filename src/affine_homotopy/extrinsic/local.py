@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .settings import ExtrinsicSettings
@@ -47,9 +48,9 @@ class HeadResult:
     restarted_improved: torch.Tensor | None = None  # (H,) bool: a restart from another start then did
     # filled by FixedClassifierSolver: certified lower bounds (NaN: none), LPs and stopping reason per head
     lower: torch.Tensor | None = None
-    lps: "np.ndarray | None" = None
+    lps: np.ndarray | None = None
     stop: list[str] | None = None
-    cert_residual: "np.ndarray | None" = None
+    cert_residual: np.ndarray | None = None
 
 
 
