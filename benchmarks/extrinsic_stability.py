@@ -20,7 +20,7 @@ side, and the ratio of the two estimators' values and CPU time.
 Run from the repository root::
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/extrinsic_stability.py results/demo \\
-        [--configfile config/config.yaml] [--tasks sentiment] [--layers layer6] [--local]
+        [--configfile config/config.yaml] [--tasks sentiment] [--layers layer6] [--encoders a b c] [--local]
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("results", type=Path, help="a finished run's results folder, e.g. results/demo")
     parser.add_argument("--configfile", type=Path, default=ROOT / "config" / "config.yaml")
     parser.add_argument("--tasks", nargs="*")
+    parser.add_argument("--encoders", nargs="*", help="a subset of the study's encoders (default: all)")
     parser.add_argument("--layers", nargs="*")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--other-threads", type=int, default=2)
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--local", action="store_true", help="also run the former local estimator side by side")
     args = parser.parse_args(argv)
     config = load_config(args.configfile, ROOT / "workflow" / "schemas" / "config.schema.yaml")
-    names = list(config["encoders"])
+    names = args.encoders or list(config["encoders"])
     tasks = args.tasks or sorted(p.name for p in (args.results / "intrinsic").iterdir() if p.is_dir())
     settings = ExtrinsicSettings.from_config(config)
     print(f"results {args.results}, {len(names)} encoders, tol {settings.tol}, atol {settings.atol}, "
