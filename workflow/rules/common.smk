@@ -59,6 +59,15 @@ try:
     check_config(config, workflow.source_path("../schemas/config.schema.yaml"), job_env=_JOB_ENV)
 except ConfigError as error:
     raise WorkflowError(f"Invalid configuration: {error}") from None
+# Jobs that run on this machine (not submitted to a cluster, whose nodes may have GPUs that the
+# submit host lacks): device: cuda needs CUDA here, so say so now instead of inside every GPU job.
+if workflow.local_exec:
+    from affine_homotopy.devices import check_device_available
+
+    try:
+        check_device_available(config["device"])
+    except ConfigError as error:
+        raise WorkflowError(f"Invalid configuration: {error}") from None
 
 RUN = config["run_name"]
 RESULTS = f"results/{RUN}"
@@ -153,7 +162,9 @@ EXTRINSIC_MEASURES = list(_EXTRINSIC)
 # Intrinsic measures: the CSV stems of intrinsic/<task>/<layer>/ (one list, in the package)
 INTRINSIC_MEASURES = list(_INTRINSIC)
 # A job that can use a GPU (embed, intrinsic, extrinsic, rank_deficiency) asks for one only when the
-# config lets it (device: auto or cuda): with device: cpu no job waits for a GPU.
+# config lets it (device: auto or cuda): with device: cpu no job waits for a GPU, and under the SLURM
+# profile no job goes to a GPU partition (the plugin picks partitions from this resource). Which GPU
+# a job computes on it claims itself (affine_homotopy.devices).
 GPU_REQUEST = 0 if config["device"] == "cpu" else 1
 # Figure 3's encoders (null = every non-derived encoder), defined once in the package
 RANK_DEFICIENCY_GROUP = rank_deficiency_group(config)
