@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import base_encoder, local_model_dir
+from .model_lookup import base_encoder, local_model_dir
 from .cost import Projection, project
 from .layers import layer_positions
 from .tasks import glue_dir_files
@@ -85,7 +85,7 @@ def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int =
 
 def study_projection(config: Mapping[str, Any]) -> Projection:
     """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.cost.project`)."""
-    from .config import rank_deficiency_group
+    from .validation import rank_deficiency_group
 
     encoders = config["encoders"]
     widths = {name: encoder_width(name, encoders) for name in encoders}

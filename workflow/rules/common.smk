@@ -50,6 +50,7 @@ from affine_homotopy.config import (
 )
 from affine_homotopy.names import EXTRINSIC_MEASURES as _EXTRINSIC, INTRINSIC_MEASURES as _INTRINSIC
 from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
+from affine_homotopy.lock import check_lock, lock_path, staged_model_commits
 
 # Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
 # encoder is then checked against that file (see check_config).
