@@ -1,4 +1,5 @@
 # Config validation, names, paths and input functions shared by all rule files.
+import itertools
 import os
 import re
 from pathlib import Path
@@ -123,8 +124,23 @@ def probe_weights(wildcards):
     return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/{wildcards.layer}.npz" for e in ENCODERS]
 
 
+def keyed(pattern, **axes):
+    """{key: path} for every combination of the axes (in the order given): the key is the tuple of
+    axis values, or the value itself for one axis. A rule passes the mapping as a parameter and its
+    paths as the input, and the script looks files up by key (affine_homotopy.runner.keyed_inputs)."""
+    mapping = {}
+    for values in itertools.product(*axes.values()):
+        mapping[values if len(values) > 1 else values[0]] = pattern.format(**dict(zip(axes, values)))
+    return mapping
+
+
+def matrix_paths(kind, name):
+    """{(task, layer): path} of one matrix of every task and layer."""
+    return keyed(f"{RESULTS}/{kind}/{{task}}/{{layer}}/{name}.csv", task=TASKS, layer=LAYERS)
+
+
 def matrix_files(kind, name):
-    return [f"{RESULTS}/{kind}/{t}/{l}/{name}.csv" for t in TASKS for l in LAYERS]
+    return list(matrix_paths(kind, name).values())
 
 
 def all_targets():
@@ -179,6 +195,7 @@ from affine_homotopy.resources import (
     fixed_resources,
     pairwise_resources,
     probe_resources,
+    projected_runtime,
     study_estimate,
     task_size,
 )
@@ -195,9 +212,12 @@ def embed_resource(key):
     return estimate
 
 
-def pairwise_resource(key):
+def pairwise_resource(key, rule="intrinsic"):
+    # one all-pairs job (task, layer) of `rule`; run time from the measured cost model
     def estimate(wildcards, attempt):
         n = TASK_SIZES[(wildcards.task, "train")]
+        if key == "runtime":
+            return projected_runtime(config, rule, WIDTHS, n, attempt=attempt)
         block = config["intrinsic"]["block_mb"]
         return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt)[key]
 
@@ -210,6 +230,11 @@ def rank_deficiency_resource(key):
         n = TASK_SIZES[(wildcards.task, "train")]
         levels = config["analysis"]["rank_deficiency"]["levels"]
         widths = [WIDTHS[e] for e in RANK_DEFICIENCY_GROUP for _ in levels]
+        if key == "runtime":
+            group = {e: WIDTHS[e] for e in RANK_DEFICIENCY_GROUP}
+            return projected_runtime(
+                config, "rank_deficiency", group, n, rank_deficiency_copies=len(widths), attempt=attempt
+            )
         return pairwise_resources(n, widths, config["intrinsic"]["block_mb"], 8, attempt)[key]
 
     return estimate
@@ -220,6 +245,10 @@ def probe_resource(key):
         sizes = TASK_SIZES[(wildcards.task, "train")], TASK_SIZES[(wildcards.task, "dev")]
         n_random = config["extrinsic"]["n_random_classifiers"]
         width = WIDTHS[wildcards.encoder]
+        if key == "runtime":  # this encoder's probes of every layer, from the measured cost model
+            return projected_runtime(
+                config, "probe", {wildcards.encoder: width}, sizes[0], len(LAYERS), attempt=attempt
+            )
         return probe_resources(*sizes, width, len(LAYERS), config["probe"], n_random, attempt=attempt)[key]
 
     return estimate

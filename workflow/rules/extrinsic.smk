@@ -71,7 +71,7 @@ rule extrinsic:
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
-        runtime=pairwise_resource("runtime"),
+        runtime=pairwise_resource("runtime", "extrinsic"),
         disk_mb=pairwise_resource("disk_mb"),
     params:
         encoders=ENCODERS,
