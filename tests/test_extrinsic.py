@@ -3,6 +3,8 @@ ordered (d_worst >= d_psi), within Lemma 5.2's bound, and consistent with affine
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -111,8 +113,9 @@ def test_composed_start_is_the_probe_composed_with_affine_map(study) -> None:
 def test_value_is_attained_and_never_worse_than_its_candidates(study) -> None:
     reps, probes, _, result = study
     for row in result.diagnostics:
-        candidates = [row[k] for k in ("composed", "least_squares", "soft_label", "refined")]
-        assert row["d_psi"] == pytest.approx(min(candidates))
+        # two classes: the certified value is the best of its starts and of the LP's maps, so never above a start
+        candidates = [row[k] for k in ("composed", "least_squares", "soft_label", "refined") if k in row]
+        assert row["d_psi"] <= min(candidates) * (1 + 1e-12) + 1e-15
     # the plain least-squares composition (a textbook lstsq) is one admissible map: d_psi may not exceed it
     design = np.hstack([reps[3], np.ones((len(reps[3]), 1))])
     coef, *_ = np.linalg.lstsq(design, reps[0], rcond=None)
@@ -241,23 +244,23 @@ def test_overflowing_classifier_is_skipped_and_counted(study, task, caplog) -> N
 
 def test_every_classifier_is_checked_against_its_own_bound() -> None:
     """The per-classifier check: d_k <= c ||W_k|| d_aff, with the rebuilt map's residual where it is larger."""
-    from affine_homotopy.extrinsic import _LemmaCheck
+    from affine_homotopy.extrinsic.bounds import LemmaCheck
 
     d_aff = np.array([[0.0, 0.1], [0.2, 0.0]])
     scale = np.array([1.0, 1.0])
-    check = _LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]), scale)
+    check = LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]), scale)
     check.rebuilt[:] = d_aff
     check.add(0, 1, np.array([0.04, 0.06, 0.5]), np.array([1.0, 1.0, 10.0]))  # bounds 0.05, 0.05, 0.5
     check.add(1, 0, np.array([0.1]), np.array([1.0]))  # bound 0.1: equal is fine
     np.testing.assert_array_equal(check.violations, [[0, 1], [0, 0]])
     np.testing.assert_allclose(check.bound_worst(), [[0.0, 0.5 * 10 * 0.1], [0.5 * 1 * 0.2, 0.0]])
     # target 1's rank rule discarded rows up to 0.1 long: the rebuilt map may reach sqrt(0.1^2 + 0.1^2)
-    relaxed = _LemmaCheck(2, d_aff, 1.0, np.array([0.1, 0.1]), scale)
+    relaxed = LemmaCheck(2, d_aff, 1.0, np.array([0.1, 0.1]), scale)
     relaxed.rebuilt[0, 1] = 0.13  # within 0.1414: Lemma 5.2 allows 0.5 * 0.13 = 0.065
     relaxed.add(0, 1, np.array([0.06]), np.array([1.0]))
     assert relaxed.violations.sum() == 0
     assert relaxed.excess(0, 1) == pytest.approx(0.03)
-    stale = _LemmaCheck(2, d_aff, 1.0, np.array([0.01, 0.01]), scale)
+    stale = LemmaCheck(2, d_aff, 1.0, np.array([0.01, 0.01]), scale)
     stale.rebuilt[0, 1] = 0.13  # beyond sqrt(0.1^2 + 0.01^2): d_aff and the weights disagree, d_aff is checked as it is
     stale.add(0, 1, np.array([0.06]), np.array([1.0]))
     assert stale.violations.sum() == 1 and stale.excess(0, 1) == 0.0
@@ -311,7 +314,11 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
 
     import torch
 
-    from affine_homotopy import extrinsic as ex
+    from affine_homotopy.extrinsic import ExtrinsicSettings
+    from affine_homotopy.extrinsic.fixed import FixedClassifierSolver
+    from affine_homotopy.extrinsic.local import logits_of
+    from affine_homotopy.extrinsic.maps import PairMaps
+    from affine_homotopy.extrinsic.search import Classifiers, WorstCaseSearch
     from affine_homotopy.linalg import factorise
 
     rng = np.random.default_rng(4)
@@ -324,22 +331,24 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
     Z = design[:, :-1] * math.sqrt(n)
     mean = Y.mean(dim=1)
     scale = torch.sqrt(((Y - mean[:, None]) ** 2).sum(dim=2).mean(dim=1))
-    search = ex._WorstCaseSearch(Z, Y, mean, scale, 0, [1], {1: ex._PairMaps(design, None)}, ex.ExtrinsicSettings())
+    settings = ExtrinsicSettings()
+    search = WorstCaseSearch(Z, Y, mean, scale, 0, [1], {1: PairMaps(design, None)}, settings,
+                             FixedClassifierSolver(Z, settings, "x"), ["x", "y"])
     W = torch.as_tensor(rng.standard_normal((1, 5, 2)))
     W[:, 4] = 0  # the padded row of the narrower target
-    clf = ex._Classifiers(W, torch.as_tensor(rng.standard_normal((1, 2))))
+    clf = Classifiers(W, torch.as_tensor(rng.standard_normal((1, 2))))
     A, c = torch.as_tensor(rng.standard_normal((Z.shape[1], 1, 2)) * 0.3), torch.zeros((1, 2), dtype=torch.float64)
 
-    def smooth(candidate: ex._Classifiers) -> float:
-        diff = torch.softmax(search.logits(candidate), dim=2) - torch.softmax(ex._logits(Z, A, c), dim=2)
+    def smooth(candidate: Classifiers) -> float:
+        diff = torch.softmax(search.logits(candidate), dim=2) - torch.softmax(logits_of(Z, A, c), dim=2)
         squared = (diff**2).sum(dim=2)
         return float((search.tau * scale_ * torch.logsumexp(squared / (search.tau * scale_), dim=0)).sum())
 
-    scale_ = float(((torch.softmax(search.logits(clf), dim=2) - torch.softmax(ex._logits(Z, A, c), dim=2)) ** 2)
+    scale_ = float(((torch.softmax(search.logits(clf), dim=2) - torch.softmax(logits_of(Z, A, c), dim=2)) ** 2)
                    .sum(dim=2).max())
     far = torch.tensor([1e9], dtype=torch.float64)
 
-    def slope(direction: ex._Classifiers, eps: float = 1e-6) -> float:
+    def slope(direction: Classifiers, eps: float = 1e-6) -> float:
         forward, _ = search.step(clf, direction, torch.tensor([eps], dtype=torch.float64), far)
         backward, _ = search.step(clf, direction, torch.tensor([-eps], dtype=torch.float64), far)
         return (smooth(forward) - smooth(backward)) / (2 * eps)
@@ -349,22 +358,22 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
     best = slope(direction)
     assert best > 0
     for _ in range(20):
-        other = ex._Classifiers(torch.as_tensor(rng.standard_normal((1, 5, 2))), torch.as_tensor(rng.standard_normal((1, 2))))
+        other = Classifiers(torch.as_tensor(rng.standard_normal((1, 5, 2))), torch.as_tensor(rng.standard_normal((1, 2))))
         other.W[:, 4] = 0
         norm = math.sqrt(float((other.W**2).sum() + (other.b**2).sum()))
-        assert slope(ex._Classifiers(other.W / norm, other.b / norm)) <= best * (1 + 1e-6)
+        assert slope(Classifiers(other.W / norm, other.b / norm)) <= best * (1 + 1e-6)
 
 
 def test_projection_onto_the_spectral_ball() -> None:
     import torch
 
-    from affine_homotopy.extrinsic import _project_to_ball
+    from affine_homotopy.extrinsic.maps import project_to_ball
 
     rng = np.random.default_rng(5)
     W = torch.as_tensor(rng.standard_normal((3, 6, 3)))
     norms = np.linalg.norm(W.numpy(), 2, axis=(1, 2))
     radius = torch.as_tensor([norms[0] / 2, norms[1] * 2, norms[2]])
-    projected, new_norms = _project_to_ball(W, radius)
+    projected, new_norms = project_to_ball(W, radius)
     np.testing.assert_allclose(np.linalg.norm(projected.numpy(), 2, axis=(1, 2)), [norms[0] / 2, norms[1], norms[2]])
     np.testing.assert_allclose(new_norms.numpy(), [norms[0] / 2, norms[1], norms[2]])
     np.testing.assert_array_equal(projected[1].numpy(), W[1].numpy())  # inside: untouched
@@ -390,27 +399,25 @@ def test_worst_case_summary_on_a_hand_made_case() -> None:
     assert row["bound_worst_violations"] == 1 and row["ordering_violations"] == 0
 
 
-def test_speed_ups_give_the_same_values(worst, monkeypatch) -> None:
-    """The shared full-set product and the soft-label fit's active set change how the estimator's
-    sums are computed, not what it estimates: the values equal the plain path's to rounding."""
-    import affine_homotopy.extrinsic as extrinsic
-
+def test_speed_ups_give_the_same_values(worst) -> None:
+    """The shared full-set product and the soft-label fit's active set change how the sums are
+    computed, not what is estimated: the certified values agree within their tolerance (both
+    intervals close to tol around the same optimum), the searched value within 1 %."""
     reps, probes, randoms, intrinsic, result = worst
-    assert extrinsic.FULL_SET_PRODUCT and extrinsic.SOFT_LABEL_ACTIVE_SET
-    monkeypatch.setattr(extrinsic, "FULL_SET_PRODUCT", False)
-    monkeypatch.setattr(extrinsic, "SOFT_LABEL_ACTIVE_SET", False)
+    settings = ExtrinsicSettings(search_steps=3, search_candidates=4)
+    assert settings.full_set_product and settings.soft_label_active_set
     plain = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms,
-                                ExtrinsicSettings(search_steps=3, search_candidates=4), intrinsic.matrices["d_aff"])
-    # the refinement is an iterative (L-BFGS, line-searched) estimate and the search accepts or
-    # halves steps by comparing values: a rounding-level difference can move either along another
-    # path, so the values agree to the estimator's precision, not to rounding
-    for measure in ("d_psi", "d_worst", "d_worst_search"):
-        np.testing.assert_allclose(getattr(result, measure), getattr(plain, measure), rtol=1e-3, atol=1e-9)
+                                replace(settings, full_set_product=False, soft_label_active_set=False),
+                                intrinsic.matrices["d_aff"])
+    for measure in ("d_psi", "d_worst"):
+        np.testing.assert_allclose(getattr(result, measure), getattr(plain, measure), rtol=2 * settings.tol,
+                                   atol=settings.atol)
+    np.testing.assert_allclose(result.d_worst_search, plain.d_worst_search, rtol=1e-2, atol=settings.atol)
 
 
 def test_soft_label_fit_stops_each_head_at_its_own_tolerance() -> None:
     """A head below the gradient tolerance leaves the loop; the others go on to theirs."""
-    from affine_homotopy.extrinsic import _errors, _soft_label_fit
+    from affine_homotopy.extrinsic.local import errors_of, soft_label_fit
 
     rng = np.random.default_rng(0)
     n, r = 200, 5
@@ -421,7 +428,7 @@ def test_soft_label_fit_stops_each_head_at_its_own_tolerance() -> None:
     P = torch.softmax((Z @ A_true.reshape(r, -1)).reshape(n, 3, 2), dim=2)  # (N, heads, C)
     assert torch.all(P[:, 0] == 0.5)
     A0, c0 = torch.zeros((r, 3, 2), dtype=Z.dtype), torch.zeros((3, 2), dtype=Z.dtype)
-    A, c, steps, grad = _soft_label_fit(Z, P, A0, c0, max_iter=500, tol=1e-8)
+    A, c, steps, grad = soft_label_fit(Z, P, A0, c0, max_iter=500, tol=1e-8)
     assert torch.all(grad <= 1e-8)
     assert torch.equal(A[:, 0], A0[:, 0])  # never moved
-    assert float(_errors(Z, A, c, P).max()) < 1e-5 and steps > 1
+    assert float(errors_of(Z, A, c, P).max()) < 1e-5 and steps > 1

@@ -124,6 +124,19 @@ def probe_weights(wildcards):
     return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/{wildcards.layer}.npz" for e in ENCODERS]
 
 
+def extrinsic_summary_inputs(wildcards):
+    """Named inputs per (task, layer), e.g. d_psi__sst2__layer12: the script looks each file up by name."""
+    files = {}
+    for t in TASKS:
+        for l in LAYERS:
+            for name in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
+                files[f"{name}__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/{name}.csv"
+            files[f"diagnostics__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/d_psi_diagnostics.csv"
+            files[f"solver__{t}__{l}"] = f"{RESULTS}/intrinsic/{t}/{l}/d_aff_solver.csv"
+            files[f"probes__{t}__{l}"] = f"{RESULTS}/probes/{t}/{l}.csv"
+    return files
+
+
 def keyed(pattern, **axes):
     """{key: path} for every combination of the axes (in the order given): the key is the tuple of
     axis values, or the value itself for one axis. A rule passes the mapping as a parameter and its
@@ -139,6 +152,20 @@ def matrix_paths(kind, name):
     return keyed(f"{RESULTS}/{kind}/{{task}}/{{layer}}/{name}.csv", task=TASKS, layer=LAYERS)
 
 
+# every matrix the extrinsic job writes (extrinsic/<task>/<layer>/<name>.csv): values, certified
+# lower bounds (NaN where there is no certificate) and Lemma 5.2's bounds
+EXTRINSIC_MATRICES = [
+    "d_psi",
+    "d_psi_lower",
+    "d_worst",
+    "d_worst_lower",
+    "d_worst_search",
+    "d_worst_search_lower",
+    "bound",
+    "bound_worst",
+]
+
+
 def matrix_files(kind, name):
     return list(matrix_paths(kind, name).values())
 
@@ -147,7 +174,7 @@ def all_targets():
     targets = [f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS]
     for measure in INTRINSIC_MEASURES + ["rank", "d_aff_solver"]:
         targets += matrix_files("intrinsic", measure)
-    for measure in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
+    for measure in EXTRINSIC_MATRICES:
         targets += matrix_files("extrinsic", measure)
     targets += [f"{RESULTS}/extrinsic/summary.csv"]
     targets += [f"{RESULTS}/tables/{name}" for name in TABLES]

@@ -57,11 +57,7 @@ rule extrinsic:
         d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
         map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
     output:
-        d_psi=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi.csv",
-        d_worst=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_worst.csv",
-        bound=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/bound.csv",
-        d_worst_search=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_worst_search.csv",
-        bound_worst=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/bound_worst.csv",
+        **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
         diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
     log:
         f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
@@ -75,8 +71,7 @@ rule extrinsic:
         disk_mb=pairwise_resource("disk_mb"),
     params:
         encoders=ENCODERS,
-        settings=config["extrinsic"],
-        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
+        study={"extrinsic": config["extrinsic"], "intrinsic": config["intrinsic"]},
         device=config["device"],
     script:
         "../scripts/extrinsic.py"
@@ -84,14 +79,7 @@ rule extrinsic:
 
 rule extrinsic_summary:
     input:
-        d_psi=matrix_files("extrinsic", "d_psi"),
-        d_worst=matrix_files("extrinsic", "d_worst"),
-        bound=matrix_files("extrinsic", "bound"),
-        d_worst_search=matrix_files("extrinsic", "d_worst_search"),
-        bound_worst=matrix_files("extrinsic", "bound_worst"),
-        diagnostics=matrix_files("extrinsic", "d_psi_diagnostics"),
-        solver=matrix_files("intrinsic", "d_aff_solver"),
-        probes=[f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS],
+        unpack(extrinsic_summary_inputs),
     output:
         f"{RESULTS}/extrinsic/summary.csv",
     log:
@@ -103,5 +91,6 @@ rule extrinsic_summary:
         runtime=fixed_resource("table", "runtime"),
     params:
         task_layers=[(t, l) for t in TASKS for l in LAYERS],
+        tol=config["extrinsic"]["tol"],
     script:
         "../scripts/extrinsic_summary.py"

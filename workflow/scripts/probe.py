@@ -12,8 +12,8 @@ import logging
 import numpy as np
 import pandas as pd
 
-from affine_homotopy.io import atomic_path, read_embeddings, write_csv
-from affine_homotopy.probes import fit_random_probes, fit_softmax_probe, random_labels, score
+from affine_homotopy.io import read_embeddings, write_csv
+from affine_homotopy.probes import fit_random_probes, fit_softmax_probe, random_labels, save_probe_file, score
 from affine_homotopy.runner import run
 from affine_homotopy.tasks import task_info
 
@@ -38,13 +38,10 @@ def main(snakemake):
                "train_accuracy": score(["accuracy"], y_train, probe.predict(train[slot]))["accuracy"],
                "l2": probe.l2, "iterations": probe.iterations,
                "n_train": len(y_train), "n_dev": len(y_dev)}
-        random_weight = np.zeros((0, train.shape[2], info.n_classes))
-        random_bias = np.zeros((0, info.n_classes))
-        random_norm, random_accuracy = np.zeros(0), np.zeros(0)
+        randoms, random_accuracy = None, None
         if n_random:
             randoms = fit_random_probes(train[slot], labels, info.n_classes, snakemake.params.random_probes, probe.l2,
                                         settings["random_max_iter"])
-            random_weight, random_bias = randoms.weight, randoms.bias
             random_norm, random_accuracy = randoms.norms(), randoms.train_accuracy(train[slot], labels)
             # how sharp the classifiers are: memorised random labels (above 1/C) and Lemma 5.2's factor
             row.update({
@@ -59,11 +56,7 @@ def main(snakemake):
             })
         logging.info("%s: %s", layer, row)
         rows.append(row)
-        with atomic_path(weights_path) as tmp:
-            with open(tmp, "wb") as handle:
-                np.savez(handle, weight=probe.weight, bias=probe.bias, l2=probe.l2, layer=layer,
-                         random_weight=random_weight, random_bias=random_bias, random_norm=random_norm,
-                         random_train_accuracy=random_accuracy)
+        save_probe_file(weights_path, layer, probe, randoms, random_accuracy)
     write_csv(snakemake.output.metrics, pd.DataFrame(rows))
 
 

@@ -1,0 +1,99 @@
+"""Fixed-classifier distances of one source: certified on two-class tasks, the local search otherwise.
+
+Every phase of the engine (task probes, random-label probes, the search) asks this one solver for
+the values of a batch of heads (one classifier each, on one target each), so that a number means
+the same thing whichever phase produced it:
+
+* two classes (``settings.certified``): the local starts (composed, least squares, soft label) seed
+  :func:`affine_homotopy.extrinsic.binary.certify`, which returns ``[lower, upper]`` to ``tol``; the
+  value is ``upper``, attained by an explicit map. One LP model per pair serves every classifier of
+  that pair (warm starts);
+* more classes: :func:`affine_homotopy.extrinsic.local.fit_heads` (starts and the smooth-max
+  refinement, with stall restarts); ``lower`` is NaN: an upper bound without a certificate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .binary import BinaryTarget, ChebyshevLP, certify
+from .local import HeadResult, Heads, fit_heads
+from .settings import ExtrinsicSettings
+
+
+class FixedClassifierSolver:
+    """Values of fixed-classifier distances for the heads of one source ``Z`` (whitened, rank-ruled)."""
+
+    def __init__(self, Z: torch.Tensor, settings: ExtrinsicSettings, source_name: str) -> None:
+        self.Z, self.settings, self.source_name = Z, settings, source_name
+        self._design: np.ndarray | None = None
+        self.lps: dict[str, ChebyshevLP] = {}  # one persistent LP per target (pair source -> target)
+        self.lp_count = 0
+        self.max_gap = 0.0
+
+    def certifies(self, n_classes: int) -> bool:
+        return n_classes == 2 and self.settings.certified
+
+    @property
+    def design(self) -> np.ndarray:
+        if self._design is None:  # [Z, 1] in float64 on the CPU: the LP's constraint rows
+            Z = self.Z.detach().to(dtype=torch.float64, device="cpu").numpy()
+            self._design = np.hstack([Z, np.ones((Z.shape[0], 1))])
+        return self._design
+
+    def solve(self, heads: Heads, targets: Sequence[str], labels: Sequence[str], settings: ExtrinsicSettings | None = None,
+              soft_label: bool = True, certify_heads: bool = True) -> HeadResult:
+        """Values of every head; ``targets[h]``/``labels[h]`` name head ``h``'s target encoder and
+        classifier (LP reuse and error messages). ``certify_heads=False`` on two classes returns the
+        local starts only (cheap upper bounds, ``lower`` NaN): :meth:`certify` closes chosen heads later."""
+        settings = settings or self.settings
+        if not self.certifies(heads.P.shape[2]):
+            result = fit_heads(self.Z, heads, settings, soft_label)
+            return _with_certificate_fields(result)
+        result = _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label, refine_heads=False))
+        if certify_heads:
+            self.certify(heads, result, range(heads.P.shape[1]), targets, labels)
+        return result
+
+    def certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
+                labels: Sequence[str]) -> None:
+        """Certify heads ``select`` of a two-class ``result`` in place: value = upper, lower, map."""
+        settings = self.settings
+        P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
+        rank = self.Z.shape[1]
+        for h in [int(k) for k in select]:
+            if not math.isfinite(float(result.value[h])):
+                continue  # a non-finite classifier stays NaN (skipped by its caller)
+            A, c = result.A[:, h], result.c[h]
+            start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
+            lp = self.lps.get(targets[h])
+            if lp is None:
+                lp = self.lps[targets[h]] = ChebyshevLP(self.design, f"{self.source_name} -> {targets[h]}")
+            lp.label = f"{self.source_name} -> {targets[h]}, classifier {labels[h]}"
+            interval = certify(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], settings.tol, settings.atol,
+                               settings.max_lp)
+            self.lp_count += interval.lps
+            self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)
+            half = torch.as_tensor(interval.coef / 2, dtype=result.A.dtype, device=result.A.device)
+            result.A[:, h, 0], result.A[:, h, 1] = half[:rank], -half[:rank]
+            result.c[h, 0], result.c[h, 1] = half[rank], -half[rank]
+            result.value[h] = interval.upper
+            result.lower[h] = interval.lower
+            result.lps[h] = interval.lps
+            result.stop[h] = interval.stop
+            result.cert_residual[h] = interval.cert_residual
+
+
+def _with_certificate_fields(result: HeadResult) -> HeadResult:
+    heads = result.value.shape[0]
+    result.value = result.value.clone()
+    result.A, result.c = result.A.clone(), result.c.clone()
+    result.lower = torch.full_like(result.value, math.nan)
+    result.lps = np.zeros(heads, dtype=int)
+    result.stop = ["local"] * heads
+    result.cert_residual = np.zeros(heads)
+    return result

@@ -1,0 +1,61 @@
+"""Settings of the extrinsic engine: one dataclass, built from a study config by :meth:`from_config`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..linalg import DTYPES
+
+
+@dataclass
+class ExtrinsicSettings:
+    # certified fixed-classifier distances (two-class tasks): the interval [lower, upper] closes to
+    # `tol` relative, or `upper <= atol` (an exact fit up to float rounding, in d units)
+    tol: float = 1e-3
+    atol: float = 1e-6
+    max_lp: int = 100  # LPs per certified classifier before it is reported with a wider gap
+    certified: bool = True  # False: two-class tasks use the local search too (the former estimator)
+    # the local search (multi-class tasks, and the starts of the certified solver)
+    max_iter: int = 200  # soft-label fit: accelerated gradient iterations
+    refine_iter: int = 10  # smooth-max refinement: L-BFGS iterations per round
+    rounds: int = 3  # refinement rounds per temperature (a fresh working set each)
+    temperatures: tuple[float, ...] = (0.1, 0.03, 0.01, 0.003)
+    working_set: int = 64  # fewest examples per classifier in a refinement working set (its worst)
+    working_budget: int = 8192  # examples x classifiers per working set (more examples when few heads)
+    inverse_temperature: float = 1.0  # lam: target probabilities are softmax(lam * probe logits)
+    rank_multiplier: float = 5.0  # the rank rule's n (the intrinsic stage's rank_tolerance_multiplier)
+    block_mb: int = 512  # working memory for one block of random-label classifiers
+    search_steps: int = 10  # d_worst_search: ascent steps on the classifier (0 = d_worst_search is d_worst)
+    search_step_size: float = 0.1  # first step length, as a fraction of the ball's radius
+    search_radius: float | None = None  # None: per target, the largest norm among its classifiers
+    search_candidates: int = 16  # classifiers aimed at the largest residuals of the d_aff map, per pair
+    # a search step is accepted when it raises the value by more than this (relative): far above the
+    # inner values' own tolerance, so that rounding of the inputs cannot flip the decision
+    search_accept_rtol: float = 1e-2
+    # exact speed-ups, switchable for benchmarks: with every example in the working set, evaluate all
+    # heads by one shared product; drop converged heads from the soft-label fit's products
+    full_set_product: bool = True
+    soft_label_active_set: bool = True
+    dtype: torch.dtype = torch.float64
+    device: torch.device | str = "cpu"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], device: torch.device | str = "cpu") -> "ExtrinsicSettings":
+        """Settings of a validated study config (its ``extrinsic`` section, and the rank rule of its
+        ``intrinsic`` section: the extrinsic maps use the same family as ``d_aff``)."""
+        section = config["extrinsic"]
+        search = section["worst_search"]
+        return cls(
+            tol=section["tol"], atol=section["atol"], max_lp=section["max_lp"], max_iter=section["max_iter"],
+            refine_iter=section["refine_iter"], rounds=section["rounds"],
+            temperatures=tuple(section["temperatures"]), working_set=section["working_set"],
+            working_budget=section["working_budget"], inverse_temperature=section["inverse_temperature"],
+            rank_multiplier=config["intrinsic"]["rank_tolerance_multiplier"], block_mb=section["block_mb"],
+            search_steps=search["steps"], search_step_size=search["step_size"], search_radius=search["radius"],
+            search_candidates=search["candidates"], search_accept_rtol=search["accept_rtol"],
+            dtype=DTYPES[section["dtype"]], device=device,
+        )

@@ -1,0 +1,82 @@
+"""Tables of the extrinsic stage: the per-pair diagnostics frame and the run summary per (task, layer)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+
+from .bounds import tightness_summary, worst_case_summary
+from .engine import ExtrinsicResult
+
+log = logging.getLogger(__name__)
+
+
+def diagnostics_frame(result: ExtrinsicResult, d_aff: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per computed ordered pair (``d_psi_diagnostics.csv``), with the pair's ``bound`` and
+    ``d_aff`` beside its values when ``d_aff`` was given."""
+    frame = pd.DataFrame(result.diagnostics)
+    index = {name: k for k, name in enumerate(result.names)}
+    cells = [(index[a], index[b]) for a, b in zip(frame["mapped_from"], frame["mapped_to"])]
+    if result.bound is not None and d_aff is not None:
+        frame.insert(3, "bound", [result.bound[c] for c in cells])
+        frame.insert(4, "d_aff", [d_aff[c] for c in cells])
+        if result.bound_worst is not None:
+            frame["bound_worst"] = [result.bound_worst[c] for c in cells]
+    return frame
+
+
+def pair_matrix(diagnostics: pd.DataFrame, names: list[str], column: str, fill) -> np.ndarray:
+    """(K, K) matrix of a per-pair column of ``d_psi_diagnostics.csv`` (row mapped onto column)."""
+    matrix = pd.DataFrame(fill, index=names, columns=names)
+    for source, target, value in zip(diagnostics["mapped_from"], diagnostics["mapped_to"], diagnostics[column]):
+        matrix.loc[source, target] = value
+    return matrix.to_numpy()
+
+
+def missed_tol(solver: pd.DataFrame) -> int:
+    """Ordered pairs whose certified d_aff interval missed the solver's ``tol`` (``d_aff_solver.csv``)."""
+    # a file written before the 'converged' column existed carries no such record: all pairs count as converged
+    if "converged" not in solver.columns:
+        log.info("d_aff_solver.csv has no 'converged' column: all pairs counted as converged")
+        return 0
+    return int((~solver["converged"].astype(bool)).sum())
+
+
+def _gap_stats(diagnostics: pd.DataFrame, column: str, tol: float | None) -> dict[str, float]:
+    if column not in diagnostics.columns:
+        return {}
+    gaps = pd.to_numeric(diagnostics[column], errors="coerce")
+    stats = {f"{column}_max": float(gaps.max()) if gaps.notna().any() else math.nan,
+             f"{column}_uncertified": int(gaps.isna().sum())}
+    if tol is not None:
+        stats[f"{column}_above_tol"] = int((gaps > tol).sum())
+    return stats
+
+
+def summary_row(task: str, layer: str, matrices: dict[str, pd.DataFrame], diagnostics: pd.DataFrame,
+                solver: pd.DataFrame, probes: pd.DataFrame, tol: float | None = None) -> dict[str, object]:
+    """The run summary of one (task, layer): Lemma 5.2's tightness and violations (must be 0), what
+    the worst case adds, the certified gaps (largest, pairs above ``tol``, uncertified pairs), the
+    pairs whose ``d_aff`` missed its tol, and the probes' accuracy and sharpness."""
+    names = list(matrices["d_psi"].index)
+    d_psi = matrices["d_psi"].to_numpy()
+    d_worst = matrices["d_worst"].to_numpy()
+    stats = tightness_summary(d_psi, matrices["bound"].to_numpy(), d_worst,
+                              slack=pair_matrix(diagnostics, names, "bound_slack", 0.0))
+    worst = worst_case_summary(d_psi, d_worst, matrices["d_worst_search"].to_numpy(), matrices["bound_worst"].to_numpy(),
+                               pair_matrix(diagnostics, names, "worst_classifier", "") == "task",
+                               slack=pair_matrix(diagnostics, names, "bound_worst_slack", 0.0))
+    stats["classifier_bound_violations"] = int(diagnostics["bound_violations"].sum())
+    row: dict[str, object] = {"task": task, "layer": layer, **stats, **worst}
+    for column in ("d_psi_gap", "d_worst_gap", "d_worst_search_gap"):
+        row.update(_gap_stats(diagnostics, column, tol))
+    row.update({"d_aff_missed_tol": missed_tol(solver),
+                "probe_accuracy_median": probes["accuracy"].median(),
+                "probe_accuracy_min": probes["accuracy"].min(), "probe_accuracy_max": probes["accuracy"].max()})
+    for column in ("random_train_accuracy_mean", "random_norm_median", "task_norm"):
+        if column in probes.columns:  # absent with n_random_classifiers: 0
+            row[f"{column}_median"] = float(np.median(probes[column]))
+    return row

@@ -1,0 +1,296 @@
+"""Certified extrinsic distances: every interval contains an independent optimum, d_worst is the
+largest fixed-classifier distance, the values are stable under input rounding, thread counts and the
+iterations' precision, and the multi-class local search neither stalls silently nor moves."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import linprog
+from scipy.special import expit
+
+from affine_homotopy.errors import NumericalError
+from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances, fixed_classifier_distances
+from affine_homotopy.probes import ProbeSet, SoftmaxProbe
+
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+# ---------------------------------------------------------------------------------------------
+# an independent reference: bisection on the level with a full Chebyshev LP (scipy, interior point)
+
+
+def affine_family(X: np.ndarray) -> np.ndarray:
+    """[basis, 1] of the affine maps of X under the rank rule (numpy's SVD, the paper's threshold)."""
+    centred = X - X.mean(axis=0)
+    U, s, _ = np.linalg.svd(centred, full_matrices=False)
+    threshold = 5 * s[0] * FLOAT32_EPS * max(X.shape) if s.size else 0.0
+    rank = int((s > max(threshold, 5 * FLOAT32_EPS * np.linalg.norm(X, axis=1).max())).sum())
+    return np.hstack([U[:, :rank] * math.sqrt(len(X)), np.ones((len(X), 1))])
+
+
+def violation(design: np.ndarray, q: np.ndarray, t: float) -> float:
+    """min over maps of the largest slab violation in logit units at level t (<= 0: feasible)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        hi = np.where(1 - q - t > 0, np.log(q + t) - np.log(1 - q - t), np.inf)
+        lo = np.where(q - t > 0, np.log(q - t) - np.log(1 - q + t), -np.inf)
+    rows, rhs = [], []
+    for side, bound in ((1.0, hi), (-1.0, -lo)):
+        keep = np.isfinite(bound)
+        rows.append(np.hstack([side * design[keep], -np.ones((keep.sum(), 1))]))
+        rhs.append(bound[keep])
+    cost = np.zeros(design.shape[1] + 1)
+    cost[-1] = 1.0
+    bounds = [(None, None)] * design.shape[1] + [(-1.0, None)]
+    result = linprog(cost, A_ub=np.vstack(rows), b_ub=np.concatenate(rhs), bounds=bounds, method="highs-ipm")
+    if result.status != 0:  # interior point struggled: the simplex as a second opinion
+        result = linprog(cost, A_ub=np.vstack(rows), b_ub=np.concatenate(rhs), bounds=bounds, method="highs-ds")
+    assert result.status == 0, result.message
+    return float(result.fun)
+
+
+def reference_distance(X: np.ndarray, q: np.ndarray, steps: int = 40) -> tuple[float, float]:
+    """``sqrt(2) [t_lo, t_hi]`` bracketing the optimum by bisection on the level."""
+    design = affine_family(X)
+    lo, hi = 0.0, float(np.abs(0.5 - q).max() + 0.5)
+    for _ in range(steps):
+        middle = 0.5 * (lo + hi)
+        if violation(design, q, middle) <= 1e-10:
+            hi = middle
+        else:
+            lo = middle
+    return math.sqrt(2) * lo, math.sqrt(2) * hi
+
+
+def class_one(Y: np.ndarray, probe: SoftmaxProbe, lam: float = 1.0) -> np.ndarray:
+    logits = lam * (Y @ probe.weight + probe.bias)
+    return expit(logits[:, 0] - logits[:, 1])
+
+
+def probe(rng, width: int, scale: float = 1.0, n_classes: int = 2) -> SoftmaxProbe:
+    return SoftmaxProbe(scale * rng.standard_normal((width, n_classes)), 0.1 * rng.standard_normal(n_classes), 0.0, 0)
+
+
+def case(name: str):
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    if name == "random":
+        X = rng.standard_normal((400, 12))
+        Y = np.tanh(X @ rng.standard_normal((12, 6)) / 2) + 0.1 * rng.standard_normal((400, 6))
+        return X, Y, probe(rng, 6, 2.0)
+    if name == "near_0_and_1":  # a sharp classifier: most probabilities within 1e-8 of 0 or 1
+        X = rng.standard_normal((300, 8))
+        Y = X @ rng.standard_normal((8, 5)) + 0.3 * rng.standard_normal((300, 5))
+        return X, Y, probe(rng, 5, 12.0)
+    if name == "rank_deficient":  # the source spans 3 of its 10 dimensions
+        X = rng.standard_normal((300, 3)) @ rng.standard_normal((3, 10))
+        Y = np.tanh(X[:, :4]) + 0.2 * rng.standard_normal((300, 4))
+        return X, Y, probe(rng, 4, 2.0)
+    if name == "n_close_to_p":  # 40 examples, 36 dimensions
+        X = rng.standard_normal((40, 36))
+        Y = rng.standard_normal((40, 5))
+        return X, Y, probe(rng, 5, 1.0)
+    if name == "one_dimensional":
+        X = rng.standard_normal((200, 1))
+        Y = np.hstack([np.sin(2 * X), X**2])
+        return X, Y, probe(rng, 2, 1.5)
+    if name == "two_dimensional":
+        X = rng.standard_normal((200, 2))
+        Y = np.hstack([np.tanh(X), X[:, :1] * X[:, 1:]])
+        return X, Y, probe(rng, 3, 1.5)
+    raise KeyError(name)
+
+
+CASES = ["random", "near_0_and_1", "rank_deficient", "n_close_to_p", "one_dimensional", "two_dimensional"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_interval_contains_the_independent_optimum(name) -> None:
+    X, Y, target_probe = case(name)
+    settings = ExtrinsicSettings()
+    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+                                        settings=settings, pairs=[(0, 1)])
+    lower, upper = result.d_psi_lower[0, 1], result.d_psi[0, 1]
+    ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
+    assert result.certified
+    assert lower <= ref_hi * (1 + 1e-7) + 1e-9, (lower, ref_lo, ref_hi)
+    assert upper >= ref_lo * (1 - 1e-7) - 1e-9, (upper, ref_lo, ref_hi)
+    assert upper - lower <= settings.tol * upper + 1e-12
+    assert np.isnan(result.d_psi[1, 0])  # only the requested pair was computed
+
+
+def test_brute_force_grid_on_a_one_dimensional_source() -> None:
+    """For x in R^1 every map is u = a x + b: a fine grid's best value is at least the optimum."""
+    X, Y, target_probe = case("one_dimensional")
+    q = class_one(Y, target_probe)
+    x = (X[:, 0] - X[:, 0].mean()) / X[:, 0].std()
+    a, b = np.meshgrid(np.linspace(-6, 6, 601), np.linspace(-6, 6, 601))
+    best = np.inf
+    for row in range(a.shape[0]):  # errors of every (a, b) on the row of the grid
+        u = a[row][:, None] * x[None, :] + b[row][:, None]
+        best = min(best, float(np.abs(expit(u) - q).max(axis=1).min()))
+    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), 1), target_probe], pairs=[(0, 1)])
+    assert result.d_psi_lower[0, 1] <= math.sqrt(2) * best * (1 + 1e-9)
+    assert result.d_psi[0, 1] <= math.sqrt(2) * best * (1 + 1e-9) + 1e-12  # the LP's map beats the grid
+
+
+def test_exact_fit_stops_at_the_absolute_floor() -> None:
+    """A target that is an affine image of the source: d = 0 up to rounding, closed by atol."""
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((300, 6))
+    Y = X @ rng.standard_normal((6, 6)) + 1.0
+    settings = ExtrinsicSettings()
+    result = fixed_classifier_distances([X, Y], [probe(rng, 6), probe(rng, 6, 3.0)], settings=settings)
+    assert result.d_psi[0, 1] <= settings.atol and result.d_psi[1, 0] <= settings.atol
+    assert 0 <= result.d_psi_lower[0, 1] <= result.d_psi[0, 1]
+
+
+@pytest.fixture(scope="module")
+def small_study():
+    rng = np.random.default_rng(11)
+    n = 300
+    X = rng.standard_normal((n, 10)) * np.linspace(2.0, 0.5, 10)
+    reps = [X, np.tanh(X @ rng.standard_normal((10, 8)) / 2), X[:, :5] + 0.1 * rng.standard_normal((n, 5))]
+    probes = [probe(rng, r.shape[1], 2.0) for r in reps]
+    randoms = [ProbeSet(rng.standard_normal((4, r.shape[1], 2)), 0.1 * rng.standard_normal((4, 2)), 0.0, 0)
+               for r in reps]
+    return reps, probes, randoms
+
+
+def test_d_worst_is_the_largest_fixed_classifier_distance(small_study) -> None:
+    """Recomputed independently (LP bisection) for every classifier of every pair."""
+    reps, probes, randoms = small_study
+    settings = ExtrinsicSettings(search_steps=0, search_candidates=0)
+    result = extrinsic_distances(reps, probes, None, None, randoms, settings)
+    for i in range(3):
+        for j in range(3):
+            if i == j:
+                continue
+            classifiers = [probes[j]] + [SoftmaxProbe(w, b, 0.0, 0) for w, b in zip(randoms[j].weight, randoms[j].bias)]
+            brackets = [reference_distance(reps[i], class_one(reps[j], clf), steps=30) for clf in classifiers]
+            largest_lo, largest_hi = max(lo for lo, _ in brackets), max(hi for _, hi in brackets)
+            assert result.d_worst_lower[i, j] <= largest_hi * (1 + 1e-7) + 1e-9
+            assert result.d_worst[i, j] >= largest_lo * (1 - 1e-7) - 1e-9
+            assert result.d_worst[i, j] - result.d_worst_lower[i, j] <= settings.tol * result.d_worst[i, j] + 1e-12
+            assert result.d_psi[i, j] >= brackets[0][0] * (1 - 1e-7) - 1e-9  # the task probe alone
+
+
+def _relative(a: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
+    off = ~np.eye(len(a), dtype=bool) & (np.abs(a) > floor)
+    return np.abs(a[off] - b[off]) / np.abs(a[off])
+
+
+@pytest.fixture(scope="module")
+def stability_runs(small_study):
+    """The same job with the default search settings: as it is, after a float32-ulp jitter of every
+    embedding, with two torch threads, and with float32 iterations."""
+    reps, probes, randoms = small_study
+    settings = ExtrinsicSettings()
+    rng = np.random.default_rng(0)
+    base = extrinsic_distances(reps, probes, None, None, randoms, settings)
+    jittered = [(r * (1 + 1e-7 * rng.standard_normal(r.shape))).astype(np.float32).astype(np.float64) for r in reps]
+    jitter = extrinsic_distances(jittered, probes, None, None, randoms, settings)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        two_threads = extrinsic_distances(reps, probes, None, None, randoms, settings)
+    finally:
+        torch.set_num_threads(threads)
+    single = extrinsic_distances(reps, probes, None, None, randoms, replace(settings, dtype=torch.float32))
+    return settings, base, {"jitter": jitter, "threads": two_threads, "float32": single}
+
+
+@pytest.mark.parametrize("variant", ["jitter", "threads", "float32"])
+def test_certified_values_are_stable(stability_runs, variant) -> None:
+    settings, base, others = stability_runs
+    other = others[variant]
+    for measure in ("d_psi", "d_worst"):
+        a, b = getattr(base, measure), getattr(other, measure)
+        # both intervals contain the optimum and close to tol: the values differ by at most ~tol
+        assert _relative(a, b, settings.atol).max(initial=0) <= 2 * settings.tol, measure
+    # the searched value: the same path up to 1 % (steps accepted only for 1 % gains)
+    assert _relative(base.d_worst_search, other.d_worst_search, settings.atol).max(initial=0) <= 1e-2
+
+
+def test_ordering_recomputed_from_the_matrices(stability_runs) -> None:
+    """d_psi <= d_worst <= d_worst_search, and each lower bound below its value, cell by cell."""
+    _, base, _ = stability_runs
+    off = ~np.eye(3, dtype=bool)
+    assert np.all(base.d_psi[off] <= base.d_worst[off]) and np.all(base.d_worst[off] <= base.d_worst_search[off])
+    for measure in ("d_psi", "d_worst", "d_worst_search"):
+        assert np.all(getattr(base, measure + "_lower")[off] <= getattr(base, measure)[off])
+
+
+# ---------------------------------------------------------------------------------------------
+# more than two classes: the local search, restarted when it stalls
+
+
+@pytest.fixture(scope="module")
+def three_classes():
+    rng = np.random.default_rng(5)
+    n = 300
+    X = rng.standard_normal((n, 8))
+    reps = [X, np.tanh(X @ rng.standard_normal((8, 6)))]
+    probes = [probe(rng, r.shape[1], 1.5, 3) for r in reps]
+    return reps, probes
+
+
+def test_multi_class_values_have_no_certificate_and_the_log_says_so_once(three_classes, caplog) -> None:
+    reps, probes = three_classes
+    with caplog.at_level(logging.INFO, logger="affine_homotopy.extrinsic"):
+        result = fixed_classifier_distances(reps, probes)
+    assert not result.certified and result.n_classes == 3
+    assert np.isnan(result.d_psi_lower[0, 1]) and np.isfinite(result.d_psi[0, 1])
+    assert sum("3 classes" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatch, caplog) -> None:
+    """The first refinement of every head makes no progress (as L-BFGS's line search can fail on one
+    rounding of the inputs): the heads are refined again from their other starts."""
+    import affine_homotopy.extrinsic.local as local
+
+    reps, probes = three_classes
+    reference = fixed_classifier_distances(reps, probes)
+    original = local.refine
+    calls = {"n": 0}
+
+    def first_call_stalls(Z, P, A, c, settings, first_step=1.0):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            values = local.errors_of(Z, A, c, P).max(dim=0).values
+            return values, 0, torch.zeros_like(values), A, c
+        return original(Z, P, A, c, settings, first_step)
+
+    monkeypatch.setattr(local, "refine", first_call_stalls)
+    with caplog.at_level(logging.INFO, logger="affine_homotopy.extrinsic"):
+        result = fixed_classifier_distances(reps, probes)
+    first = result.diagnostics[0]  # the first source's refinement was the one made to stall
+    assert first["mapped_from"] == "0" and first["refine_stalled"] and first["refine_restart_improved"]
+    assert not result.diagnostics[1]["refine_stalled"]
+    assert any("made no progress" in r.getMessage() for r in caplog.records)
+    # the restart improved on the stalled start, to within a few per cent of the unstalled run
+    assert first["d_psi"] < first[first["winning_start"]] * (1 - 1e-3)
+    assert result.d_psi[0, 1] <= reference.d_psi[0, 1] * 1.05
+
+
+def test_multi_class_values_are_stable_under_jitter(three_classes) -> None:
+    reps, probes = three_classes
+    rng = np.random.default_rng(1)
+    base = fixed_classifier_distances(reps, probes)
+    jittered = [(r * (1 + 1e-7 * rng.standard_normal(r.shape))).astype(np.float32).astype(np.float64) for r in reps]
+    other = fixed_classifier_distances(jittered, probes)
+    assert _relative(base.d_psi, other.d_psi, 1e-6).max(initial=0) <= 1e-2
+
+
+def test_a_failed_lp_is_a_numerical_error_naming_the_pair_and_classifier(monkeypatch) -> None:
+    import highspy
+
+    X, Y, target_probe = case("random")
+    monkeypatch.setattr(highspy.Highs, "getModelStatus", lambda self: highspy.HighsModelStatus.kUnknown)
+    with pytest.raises(NumericalError, match=r"0 -> 1, classifier task.*HiGHS status"):
+        fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+                                   pairs=[(0, 1)])
