@@ -119,22 +119,26 @@ def select_device(preference: str = "auto", gpus_granted: int | None = None) -> 
 
     ``preference``: ``cpu``, ``cuda`` or ``auto`` (CUDA when the job holds a GPU and one is visible).
     ``gpus_granted``: the job's ``gpu`` resource; ``None`` means "not run by Snakemake" and lets ``auto``
-    use any visible GPU. A job granted a GPU claims one of its own first (:func:`claim_gpu`) and gets
-    ``cuda:0``, the claimed GPU.
+    use any visible GPU. A job granted a GPU on a machine with GPUs claims one of its own first
+    (:func:`claim_gpu`) and gets ``cuda:0``, the claimed GPU; otherwise CUDA is torch's current device.
     """
     import torch
 
     if preference == "cpu":
         return torch.device("cpu")
-    if gpus_granted is not None and gpus_granted > 0 and torch.cuda.device_count() > 0:
+    # a job holding a GPU computes on its own one, cuda:0 once the claim has narrowed the visible
+    # devices; elsewhere (the library API, a job without a GPU) torch's current CUDA device
+    claimed = gpus_granted is not None and gpus_granted > 0 and torch.cuda.device_count() > 0
+    if claimed:
         claim_gpu()
+    cuda = torch.device("cuda:0" if claimed else "cuda")
     available = torch.cuda.is_available()
     if preference == "cuda":
         if not available:
             raise RuntimeError("device: cuda was configured, but no CUDA device is visible to this job")
-        return torch.device("cuda:0")
+        return cuda
     granted = gpus_granted is None or gpus_granted > 0
-    return torch.device("cuda:0" if available and granted else "cpu")
+    return cuda if available and granted else torch.device("cpu")
 
 
 def check_device_available(device: str) -> None:
