@@ -27,8 +27,8 @@ over N at D = 384; beta from the D = 768 points) and prints the coefficients for
 rule, the total and the dominant stage (:func:`affine_homotopy.cost.project`), on one core and
 on ``--cores`` cores. ``compare`` puts the projection of a config beside the CPU seconds its
 finished run logged (``results/<run>/logs/<rule>/*.log``, "done in ... (CPU ... s")). ``speedup``
-runs the extrinsic stage before and after its two exact speed-ups (``extrinsic.FULL_SET_PRODUCT``,
-``extrinsic.SOFT_LABEL_ACTIVE_SET``) on the same inputs and prints the CPU-time ratio per phase and
+runs the extrinsic stage three ways (the local estimator without and with its two exact speed-ups,
+the settings ``full_set_product`` and ``soft_label_active_set``, and the certified solver) on the same inputs and prints the CPU-time ratio per phase and
 the largest difference in the values.
 """
 
@@ -231,8 +231,12 @@ def project(args: argparse.Namespace) -> None:
 
 
 def speedup(args: argparse.Namespace) -> None:
-    """The extrinsic stage before and after its two exact speed-ups, side by side on the same inputs."""
-    import affine_homotopy.extrinsic as extrinsic
+    """The extrinsic stage three ways, side by side on the same inputs: the former local estimator
+    without its two exact speed-ups, with them (``certified=False``: the estimator of the previous
+    round), and the certified two-class solver (the default)."""
+    from dataclasses import replace
+
+    from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances
     from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
     from affine_homotopy.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
     from intrinsic_benchmark import minilm_embeddings
@@ -244,9 +248,13 @@ def speedup(args: argparse.Namespace) -> None:
     lines = [line for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
     embedded, _, _ = minilm_embeddings(sst2, len(lines), [1, 2, 3, 4, 5, 6])
     labels_all = np.array([int(line.split("\t")[1]) for line in lines])
-    say("extrinsic stage, before (FULL_SET_PRODUCT and SOFT_LABEL_ACTIVE_SET off) and after (on), one thread, "
-        "all-MiniLM-L6-v2 layers 4, 5, 6 of SST-2 training sentences (6 ordered pairs), "
-        f"{args.n_random} random classifiers per target, default worst-case search")
+    say("extrinsic stage, one thread, all-MiniLM-L6-v2 layers 4, 5, 6 of SST-2 training sentences (6 ordered "
+        f"pairs), {args.n_random} random classifiers per target, default worst-case search; variants: plain (the "
+        "local estimator without full_set_product and soft_label_active_set), local (with them: the former "
+        "default), certified (the default)")
+    default = ExtrinsicSettings()
+    variants = {"plain": replace(default, certified=False, full_set_product=False, soft_label_active_set=False),
+                "local": replace(default, certified=False), "certified": default}
     for n in args.sizes:
         reps = [np.ascontiguousarray(embedded[layer][:n]) for layer in (3, 4, 5)]
         names = ["layer4", "layer5", "layer6"]
@@ -254,23 +262,24 @@ def speedup(args: argparse.Namespace) -> None:
         probes = [fit_softmax_probe(r, labels_all[:n], 2) for r in reps]
         randoms = [fit_random_probes_sgd(r, random_labels(n, 2, range(args.n_random)), 2) for r in reps]
         runs = {}
-        for label, switch in (("before", False), ("after", True)):
-            extrinsic.FULL_SET_PRODUCT = extrinsic.SOFT_LABEL_ACTIVE_SET = switch
-            result, seconds = cpu_seconds(lambda: extrinsic.extrinsic_distances(
-                reps, probes, names, intrinsic.weights, randoms, extrinsic.ExtrinsicSettings(),
-                intrinsic.matrices["d_aff"]))
-            runs[label] = (result, seconds)
-        (old, old_s), (new, new_s) = runs["before"], runs["after"]
+        for label, settings in variants.items():
+            if label in args.skip:
+                continue
+            runs[label] = cpu_seconds(lambda: extrinsic_distances(
+                reps, probes, names, intrinsic.weights, randoms, settings, intrinsic.matrices["d_aff"]))
         off = ~np.eye(3, dtype=bool)
-        say(f"N = {n} (load {os.getloadavg()[0]:.2f}): CPU {old_s:.1f} s -> {new_s:.1f} s, "
-            f"{old_s / new_s:.2f}x; per phase " + ", ".join(
-                f"{phase} {old.seconds['cpu_' + phase]:.1f} -> {new.seconds['cpu_' + phase]:.1f} s "
-                f"({old.seconds['cpu_' + phase] / max(new.seconds['cpu_' + phase], 1e-9):.2f}x)"
-                for phase in ("d_psi", "d_worst", "d_worst_search")))
-        for measure in ("d_psi", "d_worst", "d_worst_search"):
-            a, b = getattr(old, measure)[off], getattr(new, measure)[off]
-            say(f"    {measure}: largest relative difference {np.max(np.abs(b - a) / a):.2e}; pairs where after > "
-                f"before (1 + 1e-6): {int(np.sum(b > a * (1 + 1e-6)))} of {a.size}")
+        for old_label, new_label in (("plain", "local"), ("local", "certified")):
+            if old_label not in runs or new_label not in runs:
+                continue
+            (old, old_s), (new, new_s) = runs[old_label], runs[new_label]
+            say(f"N = {n} (load {os.getloadavg()[0]:.2f}): {old_label} -> {new_label}: CPU {old_s:.1f} s -> "
+                f"{new_s:.1f} s, {new_s / old_s:.2f}x the time; per phase " + ", ".join(
+                    f"{phase} {old.seconds['cpu_' + phase]:.1f} -> {new.seconds['cpu_' + phase]:.1f} s"
+                    for phase in ("d_psi", "d_worst", "d_worst_search")))
+            for measure in ("d_psi", "d_worst", "d_worst_search"):
+                a, b = getattr(old, measure)[off], getattr(new, measure)[off]
+                say(f"    {measure}: {new_label} / {old_label} median {np.median(b / a):.4f}, range "
+                    f"{np.min(b / a):.4f}-{np.max(b / a):.4f}")
 
 
 DONE = re.compile(r"done in ([0-9.]+) s \(CPU ([0-9.]+) s")
@@ -309,6 +318,7 @@ def main() -> None:
     s.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
     s.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000])
     s.add_argument("--n-random", type=int, default=100)
+    s.add_argument("--skip", nargs="*", default=[], choices=["plain", "local", "certified"])
     c = sub.add_parser("compare")
     c.add_argument("--configfile", required=True)
     args = parser.parse_args()

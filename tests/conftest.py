@@ -93,6 +93,34 @@ def write_tiny_decoder(folder: Path, kind: str, seed: int = 0, hidden: int = 32,
     return folder
 
 
+def assert_figure_drawn(png: Path, pdf: Path | None = None, inches: tuple[float, float] | None = None,
+                        dpi: float = 200) -> None:
+    """A saved figure is a real picture: a PNG of a plausible pixel size (``inches`` x ``dpi`` when given,
+    within what a tight bounding box trims or adds) that is not blank (many colours, ink on a good
+    share of its pixels), and a one-page PDF."""
+    import numpy as np
+    from matplotlib import image
+
+    pixels = image.imread(png)
+    assert pixels.ndim == 3 and pixels.shape[2] in (3, 4), (png, pixels.shape)
+    height, width = pixels.shape[:2]
+    assert min(height, width) >= 150, f"{png}: only {width} x {height} pixels"
+    if inches is not None:
+        for got, want, axis in ((width, inches[0] * dpi, "width"), (height, inches[1] * dpi, "height")):
+            assert 0.6 * want <= got <= 1.15 * want, f"{png}: {axis} {got} px, the figure is {want:.0f} px"
+    rgb = pixels[..., :3].reshape(-1, 3)
+    colours = np.unique(np.round(rgb * 255).astype(np.uint8), axis=0)
+    assert len(colours) > 16, f"{png}: {len(colours)} distinct colours: blank or nearly so"
+    background = np.median(rgb, axis=0)
+    ink = np.abs(rgb - background).max(axis=1) > 0.1
+    assert ink.mean() > 0.01 and rgb.std() > 0.02, f"{png}: ink on {ink.mean():.2%} of the pixels"
+    if pdf is not None:
+        data = Path(pdf).read_bytes()
+        assert data.startswith(b"%PDF-") and b"%%EOF" in data[-64:], f"{pdf} is not a complete PDF"
+        assert len(data) > 1000 and data.count(b"/Type /Page\n") + data.count(b"/Type /Page ") + \
+            data.count(b"/Type /Page>") >= 1, pdf
+
+
 def rule_blocks() -> list[tuple[str, str, str]]:
     """(rule file name, rule name, the rule's text) for every rule of workflow/rules/*.smk."""
     import re
@@ -106,32 +134,92 @@ def rule_blocks() -> list[tuple[str, str, str]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# No silent skips. Every skip prints its reason (addopts -ra), and a skip FAILS the run unless the
-# test is marked @pytest.mark.optional(reason=...): only tests that depend on something a machine
-# may legitimately lack (the real GLUE files in ../shared/glue) are. A module-level skip fails
-# collection. AFFINE_HOMOTOPY_ALLOW_SKIPS=1 turns the failures back into skips for a local run
-# (for example as a non-root user, where the SLURM test cannot start its cluster); CI never sets it.
+# A suite that cannot pass by accident (pyproject.toml: --strict-markers, --strict-config,
+# xfail_strict, a pytest-timeout default per test).
+#
+# No silent skips. Every skip prints its reason (addopts -ra), and a skip (or an xfail: a test that
+# is expected to fail checks nothing) FAILS the run unless the test is marked
+# @pytest.mark.optional(reason=KEY) with KEY from OPTIONAL_REASONS, and what KEY names is really
+# missing on this machine. A module-level skip fails collection. AFFINE_HOMOTOPY_ALLOW_SKIPS=1 turns
+# the failures back into skips for a local run (for example as a non-root user, where the SLURM test
+# cannot start its cluster); it is refused when CI is set.
 ALLOW_SKIPS = os.environ.get("AFFINE_HOMOTOPY_ALLOW_SKIPS") == "1"
+GLUE_FOLDERS = ("SST-2", "RTE", "MRPC", "CoLA")
+
+
+def shared_glue_missing() -> bool:
+    """Whether the real GLUE files (../shared/glue beside the clone) are absent from this machine."""
+    return not all((SHARED_GLUE / folder).is_dir() for folder in GLUE_FOLDERS)
+
+
+# The only things a machine may legitimately lack: key -> (what it is, is it missing here?)
+OPTIONAL_REASONS = {
+    "shared_glue": (f"the real GLUE files ({', '.join(GLUE_FOLDERS)}) in ../shared/glue beside the clone",
+                    shared_glue_missing),
+}
+# Markers that make a test slow by themselves: `pytest -m "not slow"` is the fast inner loop.
+IMPLY_SLOW = ("workflow", "install")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "optional(reason): may be skipped where a machine lacks what it needs")
-    config.addinivalue_line("markers", "install: builds a fresh virtual environment (slow; needs PyPI)")
+    if ALLOW_SKIPS and os.environ.get("CI"):
+        raise pytest.UsageError("AFFINE_HOMOTOPY_ALLOW_SKIPS=1 is refused when CI is set: CI runs every test.")
+    if not config.pluginmanager.hasplugin("timeout"):
+        raise pytest.UsageError("pytest-timeout is not installed (pip install -e '.[test]' -c constraints.txt): "
+                                "without it a hung test hangs the run.")
+
+
+def _optional_key(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("optional")
+    if marker is None:
+        return None
+    return marker.kwargs.get("reason", marker.args[0] if marker.args else None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects, so that "not slow" sees the implied marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    bad = []
+    for item in items:
+        if any(item.get_closest_marker(name) for name in IMPLY_SLOW) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("optional") is not None and _optional_key(item) not in OPTIONAL_REASONS:
+            bad.append(f"{item.nodeid}: {_optional_key(item)!r}")
+    if bad:
+        raise pytest.UsageError("@pytest.mark.optional(reason=...) takes one of "
+                                f"{sorted(OPTIONAL_REASONS)} (tests/conftest.py: OPTIONAL_REASONS); got\n  "
+                                + "\n  ".join(bad))
 
 
 def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     longrepr = report.longrepr
-    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def _tolerated(item: pytest.Item) -> bool:
+    """A skip that is allowed: an optional test whose named resource is really missing here."""
+    key = _optional_key(item)
+    return key in OPTIONAL_REASONS and OPTIONAL_REASONS[key][1]()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and not hasattr(report, "wasxfail") and not ALLOW_SKIPS and not item.get_closest_marker("optional"):
-        report.outcome = "failed"
-        report.longrepr = (f"SKIPPED, but this test must run: {_skip_reason(report)}\n(Install what it needs, or mark it "
-                           "@pytest.mark.optional(reason=...) if a machine may legitimately lack it; see README.)")
+    if not report.skipped or ALLOW_SKIPS or _tolerated(item):
+        return
+    if hasattr(report, "wasxfail"):
+        reason = f"XFAIL ({report.wasxfail or 'no reason'}), but an expected failure checks nothing"
+    else:
+        reason = f"SKIPPED, but this test must run: {_skip_reason(report)}"
+    key = _optional_key(item)
+    if key in OPTIONAL_REASONS:
+        reason += f" (it is optional only where {OPTIONAL_REASONS[key][0]} are missing, and they are here)"
+    report.outcome = "failed"
+    report.longrepr = (f"{reason}\n(Install what it needs, or mark it @pytest.mark.optional(reason=KEY) with KEY "
+                       f"from {sorted(OPTIONAL_REASONS)} if a machine may legitimately lack it; see README.)")
+    if hasattr(report, "wasxfail"):
+        del report.wasxfail
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -66,7 +66,7 @@ def test_the_licence_citation_and_catalog_file_are_well_formed() -> None:
 @pytest.mark.workflow
 def test_snakefmt_leaves_every_workflow_file_unchanged() -> None:
     result = subprocess.run([sys.executable, "-m", "snakefmt", "--check", str(REPO / "workflow")],
-                            capture_output=True, text=True, cwd=REPO)
+                            capture_output=True, text=True, cwd=REPO, timeout=300)
     assert result.returncode == 0, f"snakefmt --check workflow would reformat files:\n{result.stderr[-3000:]}"
 
 
@@ -76,8 +76,18 @@ def test_lint_is_clean(tmp_path: Path, config: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "--directory", str(tmp_path),
          "--configfile", str(REPO / "config" / config), "--lint", "json"],
-        capture_output=True, text=True, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"),
+        capture_output=True, text=True, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"), timeout=300,
     )
     # --lint exits 1 when it has lints; in JSON mode it prints them (nothing when clean)
     lints = json.loads(result.stdout) if result.stdout.strip() else {}
     assert result.returncode == 0 and not any(lints.values()), (result.returncode, lints, result.stderr[-2000:])
+
+
+@pytest.mark.workflow
+def test_lint_fails_on_a_rule_with_lints(tmp_path: Path) -> None:
+    """The control of test_lint_is_clean: this Snakemake's --lint does exit 1 on a rule without a log
+    directive that writes to an absolute path, so exit 0 above means no lints."""
+    (tmp_path / "Snakefile").write_text('rule a:\n    output: "a.txt"\n    shell: "touch /tmp/a.txt {output}"\n')
+    result = subprocess.run([sys.executable, "-m", "snakemake", "--lint", "json"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr

@@ -43,6 +43,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, np.
     return folder, {"a": a, "b": b, "c": c}
 
 
+@pytest.mark.slow  # two interpreters started: over 10 s on a busy machine
 def test_distance_prints_the_interval_and_the_direction(files) -> None:
     folder, arrays = files
     result = run_cli("distance", "a.npy", "b.npz", "--tol", "1e-4", cwd=folder)
@@ -89,6 +90,7 @@ def test_layers_of_a_workflow_file(files) -> None:
     assert value == pytest.approx(ah.procrustes(arrays["b"], arrays["a"]), rel=1e-5)
 
 
+@pytest.mark.slow  # three interpreters started: over 10 s on a busy machine
 def test_bad_input_gets_one_line_and_status_2(files) -> None:
     folder, arrays = files
     np.save(folder / "flat.npy", arrays["a"][:, 0])

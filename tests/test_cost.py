@@ -87,3 +87,42 @@ def test_start_up_estimate_reports_the_projection(paper_config) -> None:
     assert set(projection.rules) == {"intrinsic", "probe", "extrinsic", "rank_deficiency"}
     assert projection.total > 0 and projection.rules["rank_deficiency"] > 0
     assert f"dominant stage: {projection.dominant_stage}" in projection.summary()
+
+
+def toy_config(method: str = "sgd") -> dict:
+    """The keys project() reads, set away from the measured settings so that every scale factor counts."""
+    return {
+        "probe": {"l2_grid": [0.01, 0.1], "max_iter": 250, "random_max_iter": 40},
+        "extrinsic": {"n_random_classifiers": 10,
+                      "random_probes": {"method": method, "epochs": 10, "learning_rates": [0.1, 0.2]},
+                      "worst_search": {"steps": 3, "candidates": 10}},
+    }
+
+
+@pytest.mark.parametrize("method", ["sgd", "lbfgs"])
+def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) -> None:
+    """3 encoders (widths 384, 768, 384), one task of N = 20,000, 2 layer positions, a grid of 4 copies:
+    every stage written out from the coefficients, T = a (N / 10,000)^b (D / 384)^c per unit."""
+    widths, n, layers, copies = {"e0": 384, "e1": 768, "e2": 384}, 20_000, 2, 4
+
+    def t(stage: str, d: int) -> float:
+        a, b, c = STAGE_COSTS[stage].seconds_ref, STAGE_COSTS[stage].n_exponent, STAGE_COSTS[stage].d_exponent
+        return a * 2.0**b * (d / 384) ** c  # N / N_REF = 2
+
+    pairs, wide = 6, 768  # 3 x 2 ordered pairs; the pairwise stages at the widest encoder
+    per_encoder = lambda stage: t(stage, 384) + t(stage, 768) + t(stage, 384)  # noqa: E731
+    task_probe_scale = (2 * 250) / (4 * 500)  # l2 grid x max_iter, against the measured 4 x 500
+    random_scale = (10 * 2) / (20 * 4) if method == "sgd" else 40 / (20 * 4)  # epochs x rates, or L-BFGS iterations
+    search_scale = (3 + 10) / 26  # steps + candidates, against the measured 26
+    intrinsic = layers * (per_encoder("factorise") + pairs * (t("d_aff", wide) + t("d_lin", wide) + t("baselines", wide)))
+    probe = layers * (task_probe_scale * per_encoder("task_probe") + random_scale * 10 * per_encoder("random_probe"))
+    extrinsic = layers * (per_encoder("factorise") + pairs * t("d_psi", wide) + pairs * 10 * t("d_worst", wide)
+                          + search_scale * pairs * t("d_worst_search", wide))
+    rank_deficiency = copies * t("factorise", wide) + copies * (copies - 1) * t("d_aff", wide)
+    expected_hours = (intrinsic + probe + extrinsic + rank_deficiency) / 3600
+
+    projection = project(toy_config(method), widths, {"task": n}, layers, copies)
+    assert projection.rules == pytest.approx({"intrinsic": intrinsic, "probe": probe, "extrinsic": extrinsic,
+                                              "rank_deficiency": rank_deficiency}, rel=1e-12)
+    assert projection.total / 3600 == pytest.approx(expected_hours, rel=1e-12)
+    assert projection.summary(cores=2).startswith(f"{expected_hours / 2:.3g} h on 2 core(s)")

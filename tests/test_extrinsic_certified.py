@@ -161,6 +161,7 @@ def small_study():
     return reps, probes, randoms
 
 
+@pytest.mark.slow
 def test_d_worst_is_the_largest_fixed_classifier_distance(small_study) -> None:
     """Recomputed independently (LP bisection) for every classifier of every pair."""
     reps, probes, randoms = small_study
@@ -204,6 +205,7 @@ def stability_runs(small_study):
     return settings, base, {"jitter": jitter, "threads": two_threads, "float32": single}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["jitter", "threads", "float32"])
 def test_certified_values_are_stable(stability_runs, variant) -> None:
     settings, base, others = stability_runs
@@ -216,6 +218,7 @@ def test_certified_values_are_stable(stability_runs, variant) -> None:
     assert _relative(base.d_worst_search, other.d_worst_search, settings.atol).max(initial=0) <= 1e-2
 
 
+@pytest.mark.slow
 def test_ordering_recomputed_from_the_matrices(stability_runs) -> None:
     """d_psi <= d_worst <= d_worst_search, and each lower bound below its value, cell by cell."""
     _, base, _ = stability_runs

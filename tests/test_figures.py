@@ -10,6 +10,8 @@ import pytest
 
 from affine_homotopy import analysis, plotting
 
+from .conftest import assert_figure_drawn
+
 
 def frame(values: np.ndarray, names: list[str]) -> pd.DataFrame:
     out = pd.DataFrame(values, index=names, columns=names)
@@ -68,6 +70,7 @@ def test_paper_comparison_parses_with_and_without_the_paper(tmp_path: Path) -> N
     assert "paper" not in plain.columns and list(plain["ours"]) == ["0.500**", "0.700**"]
 
 
+@pytest.mark.slow  # every figure drawn and saved: over 10 s
 def test_every_figure_function_draws(tmp_path: Path, chain) -> None:
     names, d_aff, rank = chain
     rng = np.random.default_rng(0)
@@ -95,8 +98,9 @@ def test_every_figure_function_draws(tmp_path: Path, chain) -> None:
                         "q1": 0, "q3": 1, "n_pairs": 2} for a in levels for b in levels])
     figs["rd"] = plotting.rank_deficiency_grids({t: rd for t in tasks}, tasks, "rd")
     for name, fig in figs.items():
+        inches = tuple(fig.get_size_inches())
         plotting.save_figure(fig, tmp_path / f"{name}.png", tmp_path / f"{name}.pdf")
-        assert (tmp_path / f"{name}.png").stat().st_size > 1000 and (tmp_path / f"{name}.pdf").stat().st_size > 1000
+        assert_figure_drawn(tmp_path / f"{name}.png", tmp_path / f"{name}.pdf", inches, dpi=plotting.STYLE["savefig.dpi"])
 
 
 def test_table_layouts(chain) -> None:
@@ -118,3 +122,20 @@ def test_rank_deficiency_grid_is_asymmetric() -> None:
     grid = frame_.pivot(index="level_from", columns="level_to", values="median")
     assert grid.loc[1.0, 0.5] < 1e-3 < grid.loc[0.5, 1.0]  # full rank maps onto its truncation, not back
     assert set(frame_["n_pairs"]) == {1} and frame_.loc[frame_["level_from"] == 0.5, "rank_from"].iloc[0] == 6
+
+
+def test_the_figure_check_catches_a_blank_or_tiny_picture(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    blank = plt.figure(figsize=(3, 2))
+    plotting.save_figure(blank, tmp_path / "blank.png", tmp_path / "blank.pdf")
+    with pytest.raises(AssertionError, match="distinct colours"):
+        assert_figure_drawn(tmp_path / "blank.png", tmp_path / "blank.pdf")
+    drawn, axes = plt.subplots(figsize=(3, 2))
+    axes.plot(np.sin(np.linspace(0, 9, 200)))
+    axes.set_title("a curve")
+    plotting.save_figure(drawn, tmp_path / "drawn.png", tmp_path / "drawn.pdf")
+    assert plt.rcParams["savefig.dpi"] == "figure"  # saved at the figure's own dpi
+    assert_figure_drawn(tmp_path / "drawn.png", tmp_path / "drawn.pdf", (3, 2), dpi=drawn.dpi)
+    with pytest.raises(AssertionError, match="width"):  # the size is checked: not the size of a 6-inch figure
+        assert_figure_drawn(tmp_path / "drawn.png", None, (6, 2), dpi=drawn.dpi)

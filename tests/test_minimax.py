@@ -257,6 +257,7 @@ def demo_encoders(n: int = 400, dim: int = 48, seed: int = 0) -> dict[str, np.nd
     return out
 
 
+@pytest.mark.slow  # both solvers on the demo's seven encoders, every pair
 def test_both_solvers_agree_within_their_gaps_on_the_demo_pairs() -> None:
     encoders = demo_encoders()
     names, reps = list(encoders), list(encoders.values())

@@ -58,6 +58,7 @@ def module_names() -> list[str]:
 
 
 @pytest.mark.install
+@pytest.mark.timeout(3000)  # two pip installs from PyPI (1500 s + 900 s at most), then the example
 def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: Path) -> None:
     pins = {Requirement(line).name: str(Requirement(line).specifier)[2:] for line in
             (REPO / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
@@ -80,10 +81,11 @@ def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: P
     subprocess.run([*pip, str(source)], check=True, timeout=900)
     installed = time.monotonic() - started
     versions = subprocess.run([str(python), "-c", "import numpy, torch; print(numpy.__version__, torch.__version__)"],
-                              check=True, capture_output=True, text=True).stdout.split()
+                              check=True, capture_output=True, text=True, timeout=300).stdout.split()
     assert versions[0] == OTHER_NUMPY and versions[1].startswith(pins["torch"])
     absent = subprocess.run([str(python), "-c", "import importlib.util as u; "
-                             f"print([m for m in {HEAVY!r} if u.find_spec(m)])"], check=True, capture_output=True, text=True)
+                             f"print([m for m in {HEAVY!r} if u.find_spec(m)])"], check=True, capture_output=True, text=True,
+                            timeout=300)
     assert absent.stdout.strip() == "[]", f"the core install pulled in {absent.stdout}"
     example = tmp_path / "example.py"
     example.write_text(readme_example())
@@ -105,6 +107,7 @@ def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: P
 # modules, names, layout
 
 
+@pytest.mark.slow  # one fresh interpreter per module: about a minute
 def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
     modules = module_names()
     assert {"api", "cli", "errors", "intrinsic", "linalg", "names", "synthetic_vocabulary"} <= set(modules)
@@ -165,6 +168,7 @@ def test_the_readme_commands_are_what_ci_runs() -> None:
     assert len(commands) == 2 and all("-c constraints.txt" in c for c in commands), commands
     ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
     assert ci == [commands[1]]
+    assert commands[1].endswith("python -m pytest --durations=25"), commands[1]  # the README's figure comes from it
 
 
 # ---------------------------------------------------------------------------------------------

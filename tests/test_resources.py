@@ -11,7 +11,7 @@ import pytest
 from .conftest import REPO, rule_blocks
 from .test_workflow import DEMO, snakemake
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.timeout(900)]
 GPU_CAPABLE = {"embed", "intrinsic", "extrinsic", "rank_deficiency"}
 PAIRWISE = {"intrinsic", "extrinsic", "rank_deficiency"}
 

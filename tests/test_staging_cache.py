@@ -378,6 +378,7 @@ def cached_study_config(tiny_models, run_name: str = "cached") -> dict:
 
 
 @pytest.mark.workflow
+@pytest.mark.timeout(1800)
 def test_tiny_study_runs_offline_from_the_cache(tmp_path: Path, hf_home: Path, tiny_models) -> None:
     cache = hf_home / "hub"
     put_in_hub_cache(cache, MB0, model_files(tiny_models["tiny_a"]), COMMIT_A)
@@ -419,6 +420,7 @@ def test_tiny_study_runs_offline_from_the_cache(tmp_path: Path, hf_home: Path, t
 
 
 @pytest.mark.workflow
+@pytest.mark.timeout(1800)
 def test_a_model_staged_by_hand_is_trusted_without_the_hub(tmp_path: Path, hf_home: Path, tiny_models) -> None:
     put_glue_in_cache(hf_home / "hub", glue_tables(4))
     config = cached_study_config(tiny_models)

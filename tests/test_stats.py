@@ -46,6 +46,7 @@ def test_planted_relation_gives_a_small_permutation_p(method: str) -> None:
     assert result.p_value == pytest.approx(1 / 10_001)  # nothing beats the true labelling
 
 
+@pytest.mark.slow  # 80 Mantel tests of 2,000 permutations each
 def test_independent_matrices_give_roughly_uniform_p() -> None:
     rng = np.random.default_rng(2)
     p = np.array([stats.mantel(random_matrix(rng, 10), random_matrix(rng, 10), "spearman", 2_000, seed=s).p_value

@@ -9,7 +9,7 @@ import pytest
 from affine_homotopy.errors import DataError
 from affine_homotopy.tasks import glue_dir_files, load_task_split, read_glue_tsv, task_info
 
-from .conftest import SHARED_GLUE
+from .conftest import SHARED_GLUE, shared_glue_missing
 
 FILES = {
     "SST-2": "sentence\tlabel\nit 's a charming journey . \t1\nno wit , only labored gags \t0\n",
@@ -85,8 +85,8 @@ def test_synthetic_tasks_load_through_the_same_entry_point() -> None:
     assert train["text_b"].notna().all()
 
 
-@pytest.mark.optional(reason="uses the real GLUE files in ../shared/glue when this machine has them")
-@pytest.mark.skipif(not (SHARED_GLUE / "SST-2").is_dir(), reason="real GLUE files (../shared/glue) not on this machine")
+@pytest.mark.optional(reason="shared_glue")
+@pytest.mark.skipif(shared_glue_missing(), reason="real GLUE files (../shared/glue) not on this machine")
 def test_real_glue_files_when_present() -> None:
     sst2 = read_glue_tsv(SHARED_GLUE / "SST-2" / "train.tsv", "sst2")
     assert len(sst2) == 67_349 and int(sst2["label"].sum()) == 37_569

@@ -18,19 +18,24 @@ import yaml
 
 from affine_homotopy import analysis
 
-from .conftest import REPO
+from .conftest import REPO, assert_figure_drawn
 
-pytestmark = pytest.mark.workflow
+# pytest-timeout: a test here may run a whole tiny study (the module fixtures count towards the first
+# test that uses them); each Snakemake call has its own timeout too (snakemake()).
+pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile")]
+SNAKEMAKE_TIMEOUT = 1200  # seconds for one Snakemake call: a hung job fails the test, not the CI run
 # The default config (the demo): found as config/config.yaml in the working directory, as in a clone
 # or a deployment; tests that run elsewhere name it.
 DEMO = REPO / "config" / "config.yaml"
 PAPER = REPO / "config" / "paper.yaml"
 
 
-def snakemake(*args: str, workdir: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env)
+def snakemake(*args: str, workdir: Path, check: bool = True, timeout: float = SNAKEMAKE_TIMEOUT,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
+    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env,
+                            timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
@@ -133,6 +138,13 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
                          for m in ("d_psi", "d_worst", "bound", "d_worst_search", "bound_worst")}
             assert (extrinsic["d_worst"] >= extrinsic["d_psi"]).all()
             assert (extrinsic["d_worst_search"] >= extrinsic["d_worst"]).all()
+            # two classes: every value is certified, [lower, value] closed to extrinsic.tol (or atol)
+            for measure in ("d_psi", "d_worst", "d_worst_search"):
+                lower = pd.read_csv(results / "extrinsic" / task / f"layer{layer}" / f"{measure}_lower.csv",
+                                    index_col=0).loc[names, names].to_numpy()
+                value = extrinsic[measure]
+                assert np.isfinite(lower).all() and (lower <= value * (1 + 1e-12) + 1e-15).all(), measure
+                assert ((value - lower <= 1e-3 * value + 1e-12) | (value <= 1e-6)).all(), measure
             # Lemma 5.2, with the job's per-pair slack: the rebuilt d_aff map's residual on the full
             # target exceeds d_aff by at most the target's tail below the rank rule
             diagnostics = pd.read_csv(results / "extrinsic" / task / f"layer{layer}" / "d_psi_diagnostics.csv")
@@ -196,8 +208,48 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
         assert len(levels) == 25 and (levels["n_pairs"] == 2).all()  # 2 model encoders, ordered pairs
     for figure in ("asymmetry_grid", "extrinsic_vs_intrinsic", "rank_vs_distance", "layer_trend", "preorder",
                    "rank_deficiency"):
-        for ext in ("png", "pdf"):
-            assert (results / "figures" / f"{figure}.{ext}").stat().st_size > 1000
+        assert_figure_drawn(results / "figures" / f"{figure}.png", results / "figures" / f"{figure}.pdf")
+
+
+# Warnings a job may show by design (none today): (file name, category, start of the message).
+EXPECTED_WARNINGS: list[tuple[str, str, str]] = []
+_WARNING_LINE = re.compile(r"WARNING py\.warnings: (?P<file>\S+\.py):(?P<line>\d+): (?P<category>\w+): (?P<message>.*)")
+
+
+def project_warnings(logs: Path) -> list[str]:
+    """Python warnings raised in this project's own code (src/affine_homotopy, workflow/scripts), as the
+    jobs log them (runner.configure_logging captures warnings into the log as logger py.warnings, with
+    the file and line they were raised at); warnings from other packages' files are not counted."""
+    found = []
+    for log in sorted(logs.rglob("*.log")):
+        for match in _WARNING_LINE.finditer(log.read_text()):
+            path = match["file"].replace("\\", "/")
+            if "/affine_homotopy/" not in path and "/workflow/scripts/" not in path:
+                continue
+            if any(Path(path).name == name and match["category"] == category and match["message"].startswith(start)
+                   for name, category, start in EXPECTED_WARNINGS):
+                continue
+            found.append(f"{log.relative_to(logs)}: {match[0]}")
+    return found
+
+
+def test_the_jobs_raise_no_unexpected_warning_from_the_project(tiny_run) -> None:
+    results, _ = tiny_run
+    logs = results / "logs"
+    assert len(list(logs.rglob("*.log"))) > 20  # every job logged
+    unexpected = project_warnings(logs)
+    assert not unexpected, "warnings from the project's own code:\n" + "\n".join(unexpected)
+
+
+def test_a_warning_in_a_job_is_found_in_its_log(tmp_path: Path) -> None:
+    """The check above can fail: a line as runner.configure_logging writes it is found."""
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "a.log").write_text(
+        "2026-01-01 00:00:00,000 WARNING py.warnings: /x/src/affine_homotopy/probes.py:124: UserWarning: The given "
+        "NumPy array is not writable\n2026-01-01 00:00:00,000 WARNING py.warnings: /venv/torch/nn/x.py:3: "
+        "FutureWarning: not ours\n")
+    assert project_warnings(tmp_path) == ["probe/a.log: WARNING py.warnings: /x/src/affine_homotopy/probes.py:124: "
+                                          "UserWarning: The given NumPy array is not writable"]
 
 
 def test_orientation_and_values_match_an_independent_computation(tiny_run) -> None:

@@ -529,20 +529,26 @@ class DPsiResult:
     Attributes
     ----------
     value : float
-        ``min over affine psi of max_n ||softmax(lam * probe(target_n)) - softmax(psi(source_n))||_2``
-        (best map found; an upper bound of the minimum attained by an actual map), in [0, sqrt(2)].
+        ``min over affine psi of max_n ||softmax(lam * probe(target_n)) - softmax(psi(source_n))||_2``,
+        in [0, sqrt(2)]: attained by an actual map, so an upper bound of the minimum. For a two-class
+        probe it is certified: ``lower <= minimum <= value`` with ``value - lower <= 1e-3 * value``
+        (or ``value <= 1e-6``, an exact fit).
     bound : float
         Lemma 5.2's bound ``(lam / 2) * ||W||_2 * d_aff(source -> target)``; ``value <= bound``.
     d_aff : DAffResult
         The certified affine map whose composition with the probe is one of the candidates.
     winning_start : str
-        Which start map was best before refinement (``composed``, ``least_squares``, ``soft_label``).
+        Which start map was best before refinement or the LP (``composed``, ``least_squares``,
+        ``soft_label``).
+    lower : float
+        The certified lower bound (two classes); NaN for more classes (no certificate exists).
     """
 
     value: float
     bound: float
     d_aff: DAffResult
     winning_start: str
+    lower: float = float("nan")
 
     def __float__(self) -> float:
         return self.value
@@ -612,16 +618,17 @@ def d_psi(
         warnings.simplefilter("ignore", UpcastWarning)  # already said for source and target
         mapped = d_aff(x, y, tol, max_iter, rank_multiplier=rank_multiplier, dtype=dtype, device=device)
     n = x.shape[0]
-    # The engine works on K encoders with one probe each: the source gets a constant (zero) probe,
-    # whose reverse pair target -> source is solved exactly by the constant map, at no real cost.
+    # The engine takes encoders with one probe each and an explicit list of pairs: only source ->
+    # target is computed (the source's probe is a placeholder that no computed pair uses).
     probes = [SoftmaxProbe(np.zeros((x.shape[1], weight.shape[1])), np.zeros(weight.shape[1]), 0.0, 0),
               SoftmaxProbe(weight, bias, 0.0, 0)]
-    map_weights = np.full((2, 2, n), 1.0 / n)
+    map_weights = np.zeros((2, 2, n))
     map_weights[0, 1] = mapped.weights
-    settings = ExtrinsicSettings(inverse_temperature=float(inverse_temperature), multiplier=float(rank_multiplier),
+    settings = ExtrinsicSettings(inverse_temperature=float(inverse_temperature), rank_multiplier=float(rank_multiplier),
                                  dtype=DTYPES[dtype] if isinstance(dtype, str) else dtype, device=select_device(device))
-    result = fixed_classifier_distances([x, y], probes, ["source", "target"], map_weights, settings)
-    row = next(r for r in result.diagnostics if r["mapped_from"] == "source")
+    result = fixed_classifier_distances([x, y], probes, ["source", "target"], map_weights, settings, pairs=[(0, 1)])
+    row = result.diagnostics[0]
     d_aff_matrix = np.array([[0.0, mapped.upper], [0.0, 0.0]])
     bound = float(lemma_bound(probes, d_aff_matrix, float(inverse_temperature))[0, 1])
-    return DPsiResult(float(result.d_psi[0, 1]), bound, mapped, str(row["winning_start"]))
+    return DPsiResult(float(result.d_psi[0, 1]), bound, mapped, str(row["winning_start"]),
+                      float(result.d_psi_lower[0, 1]))

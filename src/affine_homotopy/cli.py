@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import warnings
 from collections.abc import Sequence
@@ -68,13 +69,17 @@ def _read_array(path: Path, key: str | None) -> np.ndarray:
 
         loaded = torch.load(path, map_location="cpu", weights_only=True)
         if isinstance(loaded, dict):
-            loaded = _pick({str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}, key, path)
+            tensors = {str(k): v for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+            if not tensors:
+                raise InputError(f"{path} holds a dict without tensors (keys {sorted(map(str, loaded))})")
+            loaded = _pick(tensors, key, path)
         if not isinstance(loaded, torch.Tensor):
             raise InputError(f"{path} holds a {type(loaded).__name__}, not a tensor")
         return loaded.detach().cpu().numpy()
     except InputError:
         raise
-    except (OSError, ValueError, RuntimeError, EOFError) as error:  # unreadable, corrupt or pickled
+    # unreadable, corrupt or pickled (torch's weights_only load refuses other objects: UnpicklingError)
+    except (OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(f"{path}: cannot read it as {path.suffix}: {message}") from None
 

@@ -95,14 +95,16 @@ def _cached_hf_dir(model: str, revision: str | None) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
-def encoder_depth(model_dir: Path) -> int:
-    """Number of transformer layers from a model's config.json (hidden states 0..depth)."""
+def encoder_depth(model_dir: Path, name: str | None = None) -> int:
+    """Number of transformer layers from a model's config.json (hidden states 0..depth); ``name``:
+    the encoder, named in the error."""
     with open(model_dir / "config.json") as handle:
         cfg = json.load(handle)
     for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
         if key in cfg:
             return int(cfg[key])
-    raise ConfigError(f"{model_dir}/config.json states no number of layers (num_hidden_layers)")
+    where = f"config key 'encoders.{name}': " if name else ""
+    raise ConfigError(f"{where}{model_dir}/config.json states no number of layers (num_hidden_layers)")
 
 
 def base_encoder(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> str:

@@ -114,7 +114,8 @@ def fit_softmax_probe(
 ) -> SoftmaxProbe:
     """Fit a probe on (X, y); see the module docstring for the conventions."""
     X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.int64)
+    # a copy: labels read from a parquet table are a read-only view, which torch.from_numpy warns about
+    y = np.array(y, dtype=np.int64)
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
         raise ValueError(f"X must be (N, D) with one label per row; got X {X.shape}, y {y.shape}")
     if y.min() < 0 or y.max() >= n_classes:
@@ -188,7 +189,7 @@ def fit_softmax_probes(
     fit up to the optimiser's tolerance.
     """
     X = np.asarray(X, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.int64)
+    Y = np.array(Y, dtype=np.int64)  # a writable copy (torch.from_numpy warns on read-only arrays)
     if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
         raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
     if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
@@ -228,7 +229,9 @@ def fit_random_probes_sgd(
     non-finite counts as accuracy -1 and is never chosen when another learning rate is finite.
     """
     X = np.asarray(X)
-    Y = np.asarray(Y, dtype=np.int64)
+    if not X.flags.writeable:  # e.g. memory-mapped embeddings: torch.as_tensor warns on read-only arrays
+        X = np.array(X)
+    Y = np.array(Y, dtype=np.int64)
     if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
         raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
     if Y.size and (Y.min() < 0 or Y.max() >= n_classes):

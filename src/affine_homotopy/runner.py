@@ -39,6 +39,9 @@ def configure_logging(log_path: str | None) -> logging.Logger:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=handlers, force=True
     )
+    # Python warnings go to the job's log too (logger py.warnings, level WARNING, with the file and
+    # line that raised them), not only to Snakemake's stderr: tests/test_workflow.py reads them there.
+    logging.captureWarnings(True)
     return logging.getLogger("affine_homotopy.job")
 
 

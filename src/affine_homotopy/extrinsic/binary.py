@@ -159,7 +159,10 @@ class ChebyshevLP:
         for option, value in (("output_flag", False), ("presolve", "off"), ("solver", "simplex"),
                               ("simplex_strategy", 1), ("threads", 1), ("random_seed", 0),
                               ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
-                              ("simplex_dual_edge_weight_strategy", 1)):  # devex
+                              ("simplex_dual_edge_weight_strategy", 1),  # devex
+                              # a deterministic cap (a few hundred pivots are typical): past it the LP is
+                              # solved again from scratch, then reported as a NumericalError
+                              ("simplex_iteration_limit", 50_000)):
             solver.setOptionValue(option, value)
         self.inf = highspy.kHighsInf
         cost = np.zeros(columns + 1)
@@ -175,9 +178,10 @@ class ChebyshevLP:
         self.member = np.zeros((n, 2), dtype=bool)  # member[n, 0/1]: row n's hi/lo side is in the LP
         self.lps = 0
         self.simplex_iterations = 0
+        self.last_dual: np.ndarray | None = None
 
     def _finite(self, values: np.ndarray) -> np.ndarray:
-        return np.where(np.isfinite(values), values, np.sign(values) * self.inf)
+        return np.where(np.isfinite(values), values, np.copysign(self.inf, values))
 
     def add(self, rows: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, t: float) -> None:
         """Add half-spaces (skipping those already in), with bounds at level ``t``."""
@@ -198,6 +202,19 @@ class ChebyshevLP:
         self.member[rows, np.where(hi_side, 0, 1)] = True
         self.rows = np.concatenate([self.rows, rows])
         self.hi_side = np.concatenate([self.hi_side, hi_side])
+
+    def crash(self, nonbasic: np.ndarray) -> None:
+        """An advanced start: every column basic, LP rows ``nonbasic`` (one per column) at the bound of
+        their side; the vertex where the start map's worst rows are active (speed only)."""
+        highspy = self.highspy
+        status = [highspy.HighsBasisStatus.kBasic] * self.rows.size
+        for k in nonbasic.tolist():
+            status[k] = highspy.HighsBasisStatus.kUpper if self.hi_side[k] else highspy.HighsBasisStatus.kLower
+        basis = self.solver.getBasis()
+        basis.col_status = [highspy.HighsBasisStatus.kBasic] * (self.columns + 1)
+        basis.row_status = status
+        basis.valid = True
+        self.solver.setBasis(basis)
 
     def set_level(self, target: BinaryTarget, t: float) -> None:
         lower = np.where(self.hi_side, -np.inf, target.lo(t, self.rows))
@@ -224,7 +241,47 @@ class ChebyshevLP:
         self.simplex_iterations += int(self.solver.getInfo().simplex_iteration_count)
         solution = self.solver.getSolution()
         x = np.asarray(solution.col_value)
-        return x[: self.columns], float(x[self.columns]), np.asarray(solution.row_dual)
+        self.last_dual = np.asarray(solution.row_dual)
+        return x[: self.columns], float(x[self.columns]), self.last_dual
+
+    def prune(self) -> None:
+        """Drop the half-spaces whose dual was 0 at the last solve (the basis stays valid: their rows
+        were basic), keeping a small warm start for the next, similar classifier."""
+        if self.last_dual is None or self.rows.size <= self.columns + 1:
+            return
+        drop = np.zeros(self.rows.size, dtype=bool)
+        drop[: self.last_dual.size] = self.last_dual == 0
+        if not drop.any():
+            return
+        indices = np.flatnonzero(drop).astype(np.int32)
+        self.solver.deleteRows(indices.size, indices)
+        self.member[self.rows[drop], np.where(self.hi_side[drop], 0, 1)] = False
+        self.rows, self.hi_side = self.rows[~drop], self.hi_side[~drop]
+        self.last_dual = self.last_dual[~drop[: self.last_dual.size]]
+
+
+def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, temperatures=(0.3, 0.1, 0.03, 0.01),
+                     iterations: int = 40) -> np.ndarray:
+    """A near-minimax start: L-BFGS on ``tau E^2 logsumexp(e_n^2 / (E^2 tau))`` over all rows (``e_n``
+    the probability errors, ``E`` the start's largest), ``tau`` annealed. Speed only: the certified
+    interval does not rest on it (a better start means a smaller working set and fewer LPs)."""
+    from scipy.optimize import minimize
+    from scipy.special import logsumexp, softmax
+
+    q = target.q
+    for tau in temperatures:
+        scale = max(float(target.errors(A @ w).max()) ** 2 * tau, 1e-30)
+
+        def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
+            u = A @ w
+            sigma = expit(u)
+            e = sigma - q
+            z = e * e / scale
+            return scale * float(logsumexp(z)), A.T @ (softmax(z) * 2.0 * e * sigma * (1.0 - sigma))
+
+        w = minimize(objective, w, jac=True, method="L-BFGS-B",
+                     options={"maxiter": iterations, "gtol": 1e-12, "ftol": 1e-15}).x
+    return w
 
 
 @dataclass
@@ -246,8 +303,8 @@ class CertifiedDistance:
 
 
 def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
-            max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None
-            ) -> CertifiedDistance:
+            max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None,
+            smooth: bool = True) -> CertifiedDistance:
     """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
 
     ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
@@ -262,17 +319,35 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     scored = [(float(target.errors(A @ w).max()), k) for k, w in enumerate(starts)]
     upper_t, best = min(scored)
     coef = starts[best]
+    if smooth and upper_t > atol_t:
+        smoothed = smooth_max_start(A, target, coef)
+        if target.errors(A @ smoothed).max() < upper_t:
+            coef = smoothed
+            upper_t = float(target.errors(A @ coef).max())
     errors = target.errors(A @ coef)
     lower_t = 0.0
     residual = 0.0
     if upper_t <= atol_t:
         return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "floor")
-    working_rows = min(n, working_rows or 2 * columns)
+    # the start map's worst rows on the side they violate; with many rows per column both sides
+    # (one-sided sets of near-duplicate rows can leave s unbounded)
+    both_sides = n > 10 * columns
+    working_rows = min(n, working_rows or (2 * columns if both_sides else int(1.3 * columns) + 1))
     added_per_lp = added_per_lp or max(32, columns // 2)
     t = upper_t
     worst = np.argsort(-errors, kind="stable")[:working_rows]
-    lp.add(np.concatenate([worst, worst]), np.repeat([True, False], worst.size), target, t)
+    fresh = lp.rows.size == 0
+    signed = target.signed_errors(A @ coef)
+    if both_sides:
+        lp.add(np.concatenate([worst, worst]), np.repeat([True, False], worst.size), target, t)
+    else:
+        lp.add(worst, signed[worst] > 0, target, t)
     lp.set_level(target, t)
+    if fresh and worst.size >= columns + 1:
+        # crash: the columns + 1 worst rows active at their violated side (HiGHS's own start is the
+        # all-slack basis, which needs a pivot for every column first)
+        position = {(int(r), bool(h)): k for k, (r, h) in enumerate(zip(lp.rows, lp.hi_side))}
+        lp.crash(np.array([position[(int(r), bool(signed[r] > 0))] for r in worst[: columns + 1]]))
     made_two_sided = False
     stop = "max_lp"
     for _ in range(max_lp):

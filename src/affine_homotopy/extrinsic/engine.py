@@ -263,20 +263,22 @@ class WorstCaseValues:
     rows: dict[int, dict[str, object]]  # per target: diagnostics
 
 
-def _close_worst_case(value: np.ndarray, lower: np.ndarray, certified: np.ndarray, certify, tol: float, atol: float
-                      ) -> int:
+def _close_worst_case(value: np.ndarray, lower: np.ndarray, certified: np.ndarray, certify, tol: float, atol: float,
+                      certify_largest: bool = False) -> int:
     """Certify classifiers, largest upper bound first, until ``max upper - max lower <= tol * max upper``.
 
     ``value``/``lower`` (classifiers,) are updated in place by ``certify(k)``; only the maximum needs a
     certificate: a classifier whose upper bound is below the best lower bound cannot be the worst.
-    Returns how many classifiers were certified here."""
+    ``certify_largest``: also until the classifier with the largest upper bound has its own interval
+    (it is then used on its own: the search's start). Returns how many classifiers were certified here."""
     done = 0
     while True:
         upper = float(value.max())
         best_lower = float(np.nanmax(lower)) if np.isfinite(lower).any() else 0.0
-        if upper <= atol or upper - best_lower <= tol * upper:
-            return done
         k = int(value.argmax())
+        closed = upper <= atol or upper - best_lower <= tol * upper
+        if closed and (certified[k] or not certify_largest or not math.isfinite(upper)):
+            return done
         if certified[k]:
             return done  # the worst classifier's own interval did not close (max_lp): its gap is reported
         certify(k)
@@ -392,7 +394,21 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
             part = Classifiers(aimed_W[:, first : first + chunk].reshape(-1, width, prep.n_classes),
                                aimed_b[:, first : first + chunk].reshape(-1, prep.n_classes))
             group = part.W.shape[0] // heads
-            result, finite = search.evaluate(part, None, settings, True, group)
+            # the local estimator's values first; on two classes the largest are then certified, as
+            # for d_worst, so that the choice of the search's start rests on values within tol
+            result, finite, evaluated = search.evaluate(part, None, settings, True, group, certify=False)
+            if ctx.solver.certifies(prep.n_classes):
+                for slot in range(heads):
+                    members = np.arange(slot * group, (slot + 1) * group)
+                    values = result.value[members].nan_to_num(nan=-math.inf).cpu().numpy()
+                    lowers = np.full(group, np.nan)
+
+                    def certify(k: int) -> None:
+                        search.certify(evaluated, result, [members[k]], group)
+                        values[k], lowers[k] = float(result.value[members[k]]), float(result.lower[members[k]])
+
+                    _close_worst_case(values, lowers, np.zeros(group, dtype=bool), certify, settings.tol, settings.atol,
+                                      certify_largest=True)
             observe(result.value, torch.linalg.matrix_norm(part.W, ord=2), finite, group)
             values = result.value.nan_to_num(nan=-math.inf).reshape(heads, group)
             top = values.max(dim=1)

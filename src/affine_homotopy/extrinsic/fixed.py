@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from .binary import BinaryTarget, ChebyshevLP, certify
 from .local import HeadResult, Heads, fit_heads
@@ -46,22 +47,34 @@ class FixedClassifierSolver:
         return self._design
 
     def solve(self, heads: Heads, targets: Sequence[str], labels: Sequence[str], settings: ExtrinsicSettings | None = None,
-              soft_label: bool = True, certify_heads: bool = True) -> HeadResult:
+              soft_label: bool = True, certify_heads: bool = True, warm: bool = False) -> HeadResult:
         """Values of every head; ``targets[h]``/``labels[h]`` name head ``h``'s target encoder and
         classifier (LP reuse and error messages). ``certify_heads=False`` on two classes returns the
-        local starts only (cheap upper bounds, ``lower`` NaN): :meth:`certify` closes chosen heads later."""
+        local estimator's values (upper bounds, ``lower`` NaN, a few per cent above the optimum):
+        :meth:`certify` closes the heads that can matter later.
+        ``warm``: the classifiers are small steps from the last ones of their pairs (the search), so
+        each pair's LP keeps its last active half-spaces and basis."""
         settings = settings or self.settings
         if not self.certifies(heads.P.shape[2]):
             result = fit_heads(self.Z, heads, settings, soft_label)
             return _with_certificate_fields(result)
+        if not certify_heads:  # the local estimator's values: cheap upper bounds, for choosing what to certify
+            return _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label))
         result = _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label, refine_heads=False))
-        if certify_heads:
-            self.certify(heads, result, range(heads.P.shape[1]), targets, labels)
+        self.certify(heads, result, range(heads.P.shape[1]), targets, labels, warm)
         return result
 
     def certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                labels: Sequence[str]) -> None:
-        """Certify heads ``select`` of a two-class ``result`` in place: value = upper, lower, map."""
+                labels: Sequence[str], warm: bool = False) -> None:
+        """Certify heads ``select`` of a two-class ``result`` in place: value = upper, lower, map.
+        Without ``warm`` each classifier gets a fresh LP (crashed at its start's worst rows)."""
+        # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
+        # threads only slow down (and their summation order would then depend on the thread count)
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._certify(heads, result, select, targets, labels, warm)
+
+    def _certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
+                 labels: Sequence[str], warm: bool) -> None:
         settings = self.settings
         P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
         rank = self.Z.shape[1]
@@ -70,9 +83,11 @@ class FixedClassifierSolver:
                 continue  # a non-finite classifier stays NaN (skipped by its caller)
             A, c = result.A[:, h], result.c[h]
             start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
-            lp = self.lps.get(targets[h])
+            lp = self.lps.get(targets[h]) if warm else None
             if lp is None:
                 lp = self.lps[targets[h]] = ChebyshevLP(self.design, f"{self.source_name} -> {targets[h]}")
+            else:
+                lp.prune()
             lp.label = f"{self.source_name} -> {targets[h]}, classifier {labels[h]}"
             interval = certify(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], settings.tol, settings.atol,
                                settings.max_lp)

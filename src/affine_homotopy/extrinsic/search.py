@@ -62,8 +62,11 @@ class WorstCaseSearch:
         return self.lam * (full.reshape(n, heads * group, n_classes) + clf.b)
 
     def evaluate(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None,
-                 settings: ExtrinsicSettings, soft_label: bool, group: int = 1) -> tuple[HeadResult, torch.Tensor]:
-        """The fixed-classifier estimate for each classifier (``group`` per head); NaN for a non-finite one."""
+                 settings: ExtrinsicSettings, soft_label: bool, group: int = 1, certify: bool = True):
+        """The fixed-classifier values of each classifier (``group`` per head); NaN for a non-finite one.
+
+        Returns ``(result, finite)``, and with ``certify=False`` also the heads' problems, so that
+        :meth:`certify` can close chosen heads later (two classes)."""
         logits = self.logits(clf, group)
         finite = torch.isfinite(logits).all(dim=(0, 2))
         logits = torch.where(finite[None, :, None], logits, torch.zeros_like(logits))
@@ -77,11 +80,23 @@ class WorstCaseSearch:
                   for name in ("composed", "least_squares")}
         if warm is not None:
             starts["warm"] = warm
-        targets = [self.names[j] for j in self.others for _ in range(group)]
-        labels = [f"searched {k}" for _ in self.others for k in range(group)]
-        result = self.solver.solve(Heads(torch.softmax(logits, dim=2), starts), targets, labels, settings, soft_label)
+        problems = Heads(torch.softmax(logits, dim=2), starts)
+        result = self.solver.solve(problems, self._targets(group), self._labels(group), settings, soft_label,
+                                   certify_heads=certify, warm=warm is not None)
         result.value = torch.where(finite, result.value, torch.full_like(result.value, math.nan))
-        return result, finite
+        if certify:
+            return result, finite
+        return result, finite, problems
+
+    def _targets(self, group: int) -> list[str]:
+        return [self.names[j] for j in self.others for _ in range(group)]
+
+    def _labels(self, group: int) -> list[str]:
+        return [f"searched {k}" for _ in self.others for k in range(group)]
+
+    def certify(self, problems: Heads, result: HeadResult, heads: list[int], group: int) -> None:
+        """Certify chosen heads of an :meth:`evaluate` result made with ``certify=False``."""
+        self.solver.certify(problems, result, heads, self._targets(group), self._labels(group))
 
     def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> Classifiers:
         """``count`` classifiers per head aimed at what the map cannot reproduce (heads h*count..).
