@@ -297,3 +297,40 @@ def test_a_failed_lp_is_a_numerical_error_naming_the_pair_and_classifier(monkeyp
     with pytest.raises(NumericalError, match=r"0 -> 1, classifier task.*HiGHS status"):
         fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                    pairs=[(0, 1)])
+
+
+def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:
+    """lam = 2.5: the certified interval contains the optimum for softmax(lam * logits), and Lemma 5.2's
+    bound is (lam / 2) ||W||_2 d_aff, computed here with numpy's spectral norm."""
+    from affine_homotopy.extrinsic import lemma_bound
+
+    lam = 2.5
+    X, Y, target_probe = case("random")
+    settings = ExtrinsicSettings(inverse_temperature=lam)
+    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+                                        settings=settings, pairs=[(0, 1)])
+    ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe, lam))
+    assert result.d_psi_lower[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9 and result.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
+    plain = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+                                       pairs=[(0, 1)])
+    assert abs(plain.d_psi[0, 1] - result.d_psi[0, 1]) > 10 * settings.tol * result.d_psi[0, 1]  # lam matters
+    d_aff = np.array([[0.0, 0.3], [0.7, 0.0]])
+    probes = [probe(np.random.default_rng(1), 4), probe(np.random.default_rng(2), 6)]
+    expected = lam / 2 * d_aff * np.array([np.linalg.norm(p.weight, 2) for p in probes])[None, :]
+    np.testing.assert_allclose(lemma_bound(probes, d_aff, lam), expected, rtol=1e-12)
+
+
+def test_splitting_random_classifiers_into_blocks_changes_nothing(small_study) -> None:
+    """block_mb small enough for one target per block against one block for all: the same values."""
+    reps, probes, _ = small_study
+    rng = np.random.default_rng(12)
+    randoms = [ProbeSet(rng.standard_normal((12, r.shape[1], 2)), 0.1 * rng.standard_normal((12, 2)), 0.0, 0)
+               for r in reps]
+    settings = ExtrinsicSettings(search_steps=0, search_candidates=0)
+    one_block = extrinsic_distances(reps, probes, None, None, randoms, settings)
+    split = extrinsic_distances(reps, probes, None, None, randoms, replace(settings, block_mb=1))
+    per_head = 8 * 2 * (10 * reps[0].shape[0] + settings.working_set * 4)  # bytes, as the engine counts
+    assert 2**20 // per_head < 12 * 2  # block_mb = 1 holds fewer heads than one source's random classifiers
+    np.testing.assert_array_equal(split.d_psi, one_block.d_psi)
+    np.testing.assert_allclose(split.d_worst, one_block.d_worst, rtol=2 * settings.tol, atol=settings.atol)
+    np.testing.assert_allclose(split.d_worst_lower, one_block.d_worst_lower, rtol=2 * settings.tol, atol=settings.atol)

@@ -458,7 +458,7 @@ def test_rank_zero_source_with_rounding_noise_has_rank_zero() -> None:
     y = rng.standard_normal((30, 3)) + 1.0
     result = run([x, y], tol=1e-6)
     assert result.ranks[0] == 0
-    assert np.isfinite(result.matrices["psi_norm"][0, 1]) and result.matrices["psi_norm"][0, 1] < 1e3
+    assert result.matrices["psi_norm"][0, 1] == 0.0  # no direction to map: the linear part is exactly zero
 
 
 def test_svd_truncated_copy_is_asymmetric() -> None:
