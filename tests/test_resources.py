@@ -26,7 +26,10 @@ def planned_jobs(output: str) -> list[dict[str, object]]:
         threads = re.search(r"^\s+threads: (\d+)$", block, re.M)
         line = re.search(r"^\s+resources: (.*)$", block, re.M)
         resources = dict(item.split("=", 1) for item in line[1].split(", ")) if line else {}
-        jobs.append({"rule": head[1], "threads": int(threads[1]) if threads else 1, "resources": resources})
+        named = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        wildcards = dict(item.split("=", 1) for item in named[1].split(", ")) if named else {}
+        jobs.append({"rule": head[1], "threads": int(threads[1]) if threads else 1, "resources": resources,
+                     "wildcards": wildcards})
     return jobs
 
 
@@ -69,3 +72,26 @@ def test_every_rule_in_the_rule_files_declares_memory_and_time() -> None:
         resources = re.search(r"(?m)^    resources:\n((?:        .*\n)+)", block)
         assert resources, f"{file}: rule {name} declares no resources"
         assert "mem_mb=" in resources[1] and "runtime=" in resources[1], f"{file}: rule {name}"
+
+
+def test_run_times_of_the_all_pairs_and_probe_jobs_come_from_the_cost_model(plans) -> None:
+    """Each planned job asks for at least the measured cost model's CPU time of that job (its task's N,
+    the study's encoders), and so for more on bigger tasks; none is a hand formula."""
+    import yaml
+
+    from affine_homotopy.config import check_config
+    from affine_homotopy.cost import project
+    from affine_homotopy.resources import task_size
+
+    config = check_config(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()), REPO / "workflow" / "schemas"
+                          / "config.schema.yaml")
+    widths = dict.fromkeys(config["encoders"], 768)
+    for rule in ("intrinsic", "extrinsic"):
+        runtimes = {}
+        for task, spec in config["tasks"].items():
+            projected_minutes = project(config, widths, {task: task_size(spec, "train")}, 1).rules[rule] / 60
+            requested = {int(job["resources"]["runtime"]) for job in plans["paper_auto"]
+                         if job["rule"] == rule and job["wildcards"].get("task") == task}
+            assert len(requested) == 1 and min(requested) >= projected_minutes, (rule, task, requested, projected_minutes)
+            runtimes[task] = requested.pop()
+        assert runtimes["sst2"] > runtimes["mrpc"] > runtimes["rte"], (rule, runtimes)  # N 67,349 > 3,668 > 2,490

@@ -362,7 +362,7 @@ def parse_markdown_table(text: str) -> pd.DataFrame:
 def training_dynamics(d_aff: pd.DataFrame, members: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     """d_aff between the checkpoints of a family, one row per checkpoint (``members``: records with
     ``encoder``, ``line`` (e.g. ``seed=0``) and ``step``, from
-    :func:`affine_homotopy.config.training_dynamics_members`).
+    :func:`affine_homotopy.families.training_dynamics_members`).
 
     Columns: ``to_final`` = d_aff(checkpoint → its line's final checkpoint, the largest step);
     ``to_other_finals_median`` = median d_aff(checkpoint → the final checkpoint of each other line);

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import check_layers, local_model_dir, missing_pad_token_message, module_name
+from .model_lookup import check_layers, local_model_dir, missing_pad_token_message, module_name
 from .errors import ConfigError, StagingError
 
 log = logging.getLogger(__name__)

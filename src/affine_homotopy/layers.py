@@ -76,7 +76,7 @@ def layer_labels(positions: Sequence[Any]) -> list[str]:
 def resolve_layer(position: Any, depth: int) -> int:
     """Absolute hidden-state index of one position (or label) in a model with ``depth`` layers.
 
-    Absolute indices are returned as they are (:func:`affine_homotopy.config.check_layers` checks
+    Absolute indices are returned as they are (:func:`affine_homotopy.model_lookup.check_layers` checks
     them against the depth); see the module docstring for the rounding of relative depths.
     """
     label = layer_label(position)

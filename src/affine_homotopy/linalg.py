@@ -23,29 +23,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from .devices import select_device  # re-exported: the scripts and the API choose devices here
 from .errors import NumericalError
 
 log = logging.getLogger(__name__)
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-def select_device(preference: str = "auto", gpus_granted: int | None = None) -> torch.device:
-    """CUDA when asked for (``cuda``) or when ``auto`` and the job holds a GPU that is visible.
-
-    ``gpus_granted`` is the job's ``gpu`` resource; ``None`` means "not run by Snakemake" and lets
-    ``auto`` use any visible GPU.
-    """
-    if preference == "cpu":
-        return torch.device("cpu")
-    available = torch.cuda.is_available()
-    if preference == "cuda":
-        if not available:
-            raise RuntimeError("device: cuda was configured, but no CUDA device is visible to this job")
-        return torch.device("cuda")
-    granted = gpus_granted is None or gpus_granted > 0
-    return torch.device("cuda" if available and granted else "cpu")
 
 
 def float32_floor(row_norm_max: float) -> float:

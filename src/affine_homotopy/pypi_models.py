@@ -229,7 +229,7 @@ def _copy_hf_folder(encoder: str, folder: Path, out: Path) -> None:
 
 
 def _convert_onnx_folder(encoder: str, spec: Mapping[str, Any], folder: Path, out: Path) -> dict[str, Any]:
-    from .config import package_model_dir
+    from .model_lookup import package_model_dir
     from .onnx_convert import convert_onnx_bert
 
     exports = sorted(folder.glob("*.onnx"))

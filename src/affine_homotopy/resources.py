@@ -5,7 +5,10 @@ sensible ``mem_mb``/``runtime``/``disk_mb`` requests, and every estimate grows l
 retry ``attempt``. Sizes that the config does not fix are taken from what is known about the
 source: GLUE split sizes for ``glue`` tasks, the line count of a ``glue_dir`` file, a model's
 ``config.json`` for local models, and BERT-base's width (768) and depth (12) for hub models that are
-not downloaded yet. The numbers are deliberately generous upper estimates, not measurements.
+not downloaded yet. Memory and disk are deliberately generous upper estimates; the run times of the
+intrinsic, extrinsic, probe and rank-deficiency jobs come from the measured cost model
+(:mod:`affine_homotopy.cost`, one job's projection times :data:`RUNTIME_SAFETY`), the embedding
+jobs' from a throughput estimate (the cost model does not project the forward pass).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import base_encoder, local_model_dir
+from .model_lookup import base_encoder, local_model_dir
 from .cost import Projection, project
 from .layers import layer_positions
 from .tasks import glue_dir_files
@@ -60,6 +63,25 @@ def _scaled(value: float, attempt: int) -> int:
     return int(math.ceil(value * max(1, attempt)))
 
 
+# The cost model was measured single-threaded on a shared 2-core machine, within a factor of about 2
+# of the measured times (benchmarks/README.md); a request three times the projection (plus 10 minutes
+# of start-up) leaves room for slower cores and for the fits' error, and grows with each retry.
+RUNTIME_SAFETY = 3.0
+PROJECTED_RULES = ("intrinsic", "extrinsic", "probe", "rank_deficiency")
+
+
+def projected_runtime(config: Mapping[str, Any], rule: str, widths: Mapping[str, int], n_train: int,
+                      n_layers: int = 1, rank_deficiency_copies: int = 0, threads: int = 1,
+                      attempt: int = 1) -> int:
+    """Minutes to request for one job of ``rule`` (one of :data:`PROJECTED_RULES`): the cost model's
+    CPU time for that job (``widths``: the encoders it handles; ``n_layers``: layers in the job),
+    spread over ``threads``, times :data:`RUNTIME_SAFETY`."""
+    if rule not in PROJECTED_RULES:
+        raise ValueError(f"the cost model projects {PROJECTED_RULES}, not {rule!r}")
+    seconds = project(config, widths, {"job": n_train}, n_layers, rank_deficiency_copies).rules[rule]
+    return _scaled(10 + RUNTIME_SAFETY * seconds / max(1, threads) / 60, attempt)
+
+
 def embed_resources(n: int, width: int, n_layers: int, attempt: int = 1) -> dict[str, int]:
     array_mb = n * width * n_layers * 4 / MB
     return {
@@ -71,21 +93,20 @@ def embed_resources(n: int, width: int, n_layers: int, attempt: int = 1) -> dict
 
 
 def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int = 8, attempt: int = 1) -> dict[str, int]:
-    """Intrinsic/extrinsic all-pairs jobs: every encoder's factors (N x D, twice) stay in memory."""
+    """Memory and disk of an all-pairs job (intrinsic, extrinsic, rank deficiency): every encoder's
+    factors (N x D, twice) stay in memory. Run time: :func:`projected_runtime`."""
     k = len(widths)
     factors_mb = sum(3 * n * d * itemsize for d in widths) / MB
     inputs_mb = sum(n * d * 4 for d in widths) / MB
     return {
         "mem_mb": _scaled(2000 + factors_mb + inputs_mb + 2 * block_mb, attempt),
-        # ~40 Lawson iterations of 6 N D^2 flops per ordered pair at ~20 GFLOP/s on a few cores
-        "runtime": _scaled(10 + k * (k - 1) * 40 * 6 * n * max(widths) ** 2 / 20e9 / 60, attempt),
         "disk_mb": _scaled(k * k * n * 8 / MB + 20 * k * k * 20 / MB + 10, 1),
     }
 
 
 def study_projection(config: Mapping[str, Any]) -> Projection:
     """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.cost.project`)."""
-    from .config import rank_deficiency_group
+    from .validation import rank_deficiency_group
 
     encoders = config["encoders"]
     widths = {name: encoder_width(name, encoders) for name in encoders}
@@ -131,10 +152,8 @@ def fixed_resources(kind: str, attempt: int = 1) -> dict[str, int]:
 
 def probe_resources(n_train: int, n_dev: int, width: int, n_layers: int, probe: Mapping[str, Any], n_random: int,
                     n_classes: int = 3, attempt: int = 1) -> dict[str, int]:
-    """One encoder's task and random-label probes for every layer (``probe``: the config's ``probe`` section)."""
+    """Memory of one encoder's task and random-label probes for every layer (``probe``: the config's
+    ``probe`` section). Run time: :func:`projected_runtime`."""
     arrays_mb = (n_train + n_dev) * width * n_layers * 4 / MB
     heads_mb = 4 * n_train * (n_random + 1) * n_classes * 8 / MB  # logits and gradients of all heads, float64
-    iterations = len(probe["l2_grid"]) * probe["max_iter"] + n_random * probe["random_max_iter"]
-    # each L-BFGS iteration: about 4 N D C flops per head, at ~5 GFLOP/s
-    seconds = n_layers * iterations * 4 * n_train * width * n_classes / 5e9
-    return {"mem_mb": _scaled(2000 + 3 * arrays_mb + heads_mb, attempt), "runtime": _scaled(10 + seconds / 60, attempt)}
+    return {"mem_mb": _scaled(2000 + 3 * arrays_mb + heads_mb, attempt)}

@@ -19,6 +19,19 @@ from .errors import AffineHomotopyError
 EXPECTED_ERRORS = (AffineHomotopyError,)
 
 
+def keyed_inputs(mapping: Any, inputs: Any) -> dict[Any, str]:
+    """A rule's ``{key: path}`` parameter (``(task, layer)``, ``task``, ...) after checking that its
+    paths are exactly the job's input files: scripts look each file up by its key instead of zipping
+    the inputs against a key list built elsewhere (a different order would mislabel results)."""
+    paths = {key: str(path) for key, path in dict(mapping).items()}
+    listed = sorted(str(path) for path in inputs)
+    if sorted(paths.values()) != listed:
+        missing, extra = sorted(set(listed) - set(paths.values())), sorted(set(paths.values()) - set(listed))
+        raise RuntimeError(f"the rule's keyed paths do not match its inputs: inputs without a key {missing[:3]}, "
+                           f"keys without an input {extra[:3]} (a bug in the rule file)")
+    return paths
+
+
 def configure_logging(log_path: str | None) -> logging.Logger:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_path:

@@ -29,11 +29,12 @@ from typing import Any
 from .errors import AffineHomotopyError, DataError, StagingError
 from .hub import MissingFiles, Snapshot, offline_switch, resolve_snapshot
 from .io import fingerprint_frame, install_folder, read_json, write_parquet
-from .tasks import SPLITS, glue_snapshot, load_glue_hub
+from .lock import check_resolved
+from .tasks import STAGED_MARKER, SPLITS, glue_snapshot, load_glue_hub, staged_task_file  # noqa: F401  (staged_task_file: re-exported)
 
 log = logging.getLogger(__name__)
 
-MARKER = "STAGED.json"
+MARKER = STAGED_MARKER  # one name for the file, in tasks (which reads staged data) and here
 # What a model folder needs (top-level files only): config, tokenizer, one weights format.
 MODEL_FILES = [
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
@@ -97,9 +98,12 @@ def _discard_empty(dest: Path) -> None:
         dest.rmdir()
 
 
-def stage_model(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[str, Any]:
+def stage_model(name: str, spec: Mapping[str, Any], dest: str | Path, locked_commit: str | None = None,
+                lock_file: str | Path | None = None) -> dict[str, Any]:
     """Stage weights and tokenizer of a hub encoder at its resolved commit into ``dest``, from the
-    hub or (``HF_HUB_OFFLINE=1``, or the hub unreachable) from the local cache."""
+    hub or (``HF_HUB_OFFLINE=1``, or the hub unreachable) from the local cache. ``locked_commit``: the
+    commit the study's lock (``lock_file``) pins; any other resolved commit is an error, before
+    anything is staged."""
     dest = Path(dest)
     model, revision = spec["model"], spec.get("revision")
     try:
@@ -107,6 +111,7 @@ def stage_model(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[st
             model, choose=choose_model_files, what=f"encoder '{name}'", revision=revision,
             fill_hint=_model_fill_hint(name, model, revision, dest), offline=offline_switch(),
         )
+        check_resolved(f"encoder '{name}'", model, revision, snapshot.commit, locked_commit, lock_file)
         record = {
             "encoder": name, "model": model, **snapshot.record(), "files": list(snapshot.files),
             "weights": [f for f in snapshot.files if f.endswith((".safetensors", ".bin"))],
@@ -137,13 +142,16 @@ def staged_model_dir(name: str, dest: str | Path) -> tuple[Path, str]:
     return dest, str(read_json(dest / MARKER).get("commit", "unknown"))
 
 
-def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[str, Any]:
-    """Stage both splits of a GLUE task (whole splits; caps are applied later) into ``dest``, from
-    the hub or (``HF_DATASETS_OFFLINE=1``/``HF_HUB_OFFLINE=1``, or the hub unreachable) the cache."""
+def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path, locked_commit: str | None = None,
+               lock_file: str | Path | None = None) -> dict[str, Any]:
+    """Stage both splits of a GLUE task (whole splits; caps are applied later) at its ``revision``
+    into ``dest``, from the hub or (``HF_DATASETS_OFFLINE=1``/``HF_HUB_OFFLINE=1``, or the hub
+    unreachable) the cache. ``locked_commit``: as for :func:`stage_model`."""
     dest = Path(dest)
-    glue_task = spec["glue_task"]
+    glue_task, revision = spec["glue_task"], spec.get("revision")
     try:
-        snapshot: Snapshot = glue_snapshot(glue_task, SPLITS, what=f"task '{name}'")
+        snapshot: Snapshot = glue_snapshot(glue_task, SPLITS, what=f"task '{name}'", revision=revision)
+        check_resolved(f"task '{name}'", snapshot.repo_id, revision, snapshot.commit, locked_commit, lock_file)
         frames = {split: load_glue_hub(glue_task, split, snapshot) for split in SPLITS}
         record: dict[str, Any] = {"task": name, "glue_task": glue_task, **snapshot.record(), "splits": {}}
         for split, frame in frames.items():
@@ -168,14 +176,3 @@ def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path) -> dict[str
     log.info("staged task %s (%s) at commit %s (from the %s) in %s", name, glue_task, snapshot.commit,
              snapshot.staged_from, dest)
     return record
-
-
-def staged_task_file(name: str, dest: str | Path, split: str) -> Path:
-    path = Path(dest) / f"{split}.parquet"
-    if not path.is_file() or not (Path(dest) / MARKER).is_file():
-        raise StagingError(
-            f"task '{name}': no staged data at {path}. Run the download stage first "
-            f"(snakemake --cores 1 {Path(dest) / MARKER}), on a machine with internet or with a "
-            f"pre-filled Hugging Face cache and HF_DATASETS_OFFLINE=1."
-        )
-    return path

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, StagingError
 from .hub import MissingFiles, Snapshot, offline_switch, resolve_snapshot
 
 SPLITS = ("train", "dev")
@@ -150,9 +150,11 @@ def glue_split_files(names: Sequence[str], glue_task: str, split: str) -> list[s
     return sorted(n for n in names if fnmatch(n, f"{glue_task}/{hf_split}-*.parquet"))
 
 
-def glue_snapshot(glue_task: str, splits: Sequence[str] = SPLITS, what: str | None = None) -> Snapshot:
-    """The ``nyu-mll/glue`` snapshot holding ``splits`` of a task: from the hub, or from the local
-    cache when ``HF_DATASETS_OFFLINE``/``HF_HUB_OFFLINE`` is set or the hub is unreachable."""
+def glue_snapshot(glue_task: str, splits: Sequence[str] = SPLITS, what: str | None = None,
+                  revision: str | None = None) -> Snapshot:
+    """The ``nyu-mll/glue`` snapshot holding ``splits`` of a task at ``revision`` (None: main): from the
+    hub, or from the local cache when ``HF_DATASETS_OFFLINE``/``HF_HUB_OFFLINE`` is set or the hub is
+    unreachable."""
     what = what or f"GLUE task '{glue_task}'"
 
     def choose(names: Sequence[str]) -> list[str]:
@@ -166,25 +168,26 @@ def glue_snapshot(glue_task: str, splits: Sequence[str] = SPLITS, what: str | No
             raise MissingFiles([f"{', '.join(missing)}; splits present: {', '.join(present) or 'none'}"])
         return [f for files in chosen.values() for f in files]
 
+    pinned = f" --revision {revision}" if revision else ""
     fill_hint = (
         f"To fill the cache on a machine with internet (HF_HOME or HF_HUB_CACHE set as here): hf download "
-        f"{GLUE_REPO} --repo-type dataset --include '{glue_task}/*', or this workflow's download stage "
+        f"{GLUE_REPO} --repo-type dataset{pinned} --include '{glue_task}/*', or this workflow's download stage "
         f"(snakemake --until download_model download_task). Or point the task at a GLUE folder with "
         f"'source: glue_dir'."
     )
     return resolve_snapshot(
-        GLUE_REPO, repo_type="dataset", choose=choose, what=what, fill_hint=fill_hint,
+        GLUE_REPO, repo_type="dataset", choose=choose, what=what, fill_hint=fill_hint, revision=revision,
         offline=offline_switch(datasets=True), missing_error=DataError,
     )
 
 
-def load_glue_hub(glue_task: str, split: str, snapshot: Snapshot | None = None) -> pd.DataFrame:
+def load_glue_hub(glue_task: str, split: str, snapshot: Snapshot | None = None, revision: str | None = None) -> pd.DataFrame:
     """Load a GLUE split of ``nyu-mll/glue`` from the hub or the local cache (see :func:`glue_snapshot`).
 
     Read from the snapshot's parquet files, the same way on both routes: ``datasets`` (5.2) offline
     reads only its own prepared-data cache, never the hub cache of the repository.
     """
-    snapshot = snapshot or glue_snapshot(glue_task, (split,))
+    snapshot = snapshot or glue_snapshot(glue_task, (split,), revision=revision)
     files = [snapshot.folder / f for f in glue_split_files(snapshot.files, glue_task, split)]
     if not files:
         raise DataError(f"GLUE task '{glue_task}': snapshot {snapshot.folder} has no files for split {split}.")
@@ -211,6 +214,20 @@ def load_glue_hub(glue_task: str, split: str, snapshot: Snapshot | None = None) 
     return frame.astype({"label": "int64"})
 
 
+STAGED_MARKER = "STAGED.json"  # written by affine_homotopy.staging (its MARKER) with the staged files
+
+
+def staged_task_file(name: str, dest: str | Path, split: str) -> Path:
+    path = Path(dest) / f"{split}.parquet"
+    if not path.is_file() or not (Path(dest) / STAGED_MARKER).is_file():
+        raise StagingError(
+            f"task '{name}': no staged data at {path}. Run the download stage first "
+            f"(snakemake --cores 1 {Path(dest) / STAGED_MARKER}), on a machine with internet or with a "
+            f"pre-filled Hugging Face cache and HF_DATASETS_OFFLINE=1."
+        )
+    return path
+
+
 def load_task_split(name: str, spec: Mapping[str, Any], split: str, staged: str | Path | None = None) -> pd.DataFrame:
     """The standardised frame of one split of a configured task (``n_train``/``n_dev`` applied).
 
@@ -230,11 +247,9 @@ def load_task_split(name: str, spec: Mapping[str, Any], split: str, staged: str 
     elif source == "glue_dir":
         frame = read_glue_tsv(glue_dir_files(spec["path"], spec["glue_task"])[split], spec["glue_task"])
     elif source == "glue" and staged is not None:
-        from .staging import staged_task_file
-
         frame = pd.read_parquet(staged_task_file(name, staged, split))
     elif source == "glue":
-        frame = load_glue_hub(spec["glue_task"], split)
+        frame = load_glue_hub(spec["glue_task"], split, revision=spec.get("revision"))
     else:  # the schema rejects other sources before this point
         raise ConfigError(f"task '{name}': unknown source {source!r}")
     limit = spec.get("n_train") if split == "train" else spec.get("n_dev")

@@ -13,10 +13,19 @@ RD_GROUP = RANK_DEFICIENCY_GROUP  # checked by check_config (common.smk)
 STATS_SETTINGS = {k: ANALYSIS[k] for k in ("n_permutations", "n_bootstrap", "seed", "ci_level")}
 
 
+# Table 1's matrices: {(task, layer, measure): path}
+TABLE1_INTRINSIC = keyed(
+    f"{RESULTS}/intrinsic/{{task}}/{{layer}}/{{measure}}.csv", task=TASKS, layer=LAYERS, measure=TABLE_MEASURES
+)
+TABLE1_EXTRINSIC = keyed(
+    f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{{measure}}.csv", task=TASKS, layer=LAYERS, measure=EXTRINSIC_MEASURES
+)
+
+
 rule correlate:
     input:
-        intrinsic=[f"{RESULTS}/intrinsic/{t}/{l}/{m}.csv" for t in TASKS for l in LAYERS for m in TABLE_MEASURES],
-        extrinsic=[f"{RESULTS}/extrinsic/{t}/{l}/{m}.csv" for t in TASKS for l in LAYERS for m in EXTRINSIC_MEASURES],
+        intrinsic=list(TABLE1_INTRINSIC.values()),
+        extrinsic=list(TABLE1_EXTRINSIC.values()),
     output:
         csv=report(
             f"{RESULTS}/tables/correlation.csv",
@@ -48,8 +57,8 @@ rule correlate:
         layers=LAYERS,
         intrinsic=TABLE_MEASURES,
         extrinsic=EXTRINSIC_MEASURES,
-        intrinsic_keys=[(t, l, m) for t in TASKS for l in LAYERS for m in TABLE_MEASURES],
-        extrinsic_keys=[(t, l, m) for t in TASKS for l in LAYERS for m in EXTRINSIC_MEASURES],
+        intrinsic_paths=TABLE1_INTRINSIC,
+        extrinsic_paths=TABLE1_EXTRINSIC,
         group=GROUP,
         settings=STATS_SETTINGS,
         table_layer=TABLE_LAYER,
@@ -118,6 +127,8 @@ rule rank_analysis:
     params:
         tasks=TASKS,
         layers=LAYERS,
+        ranks=matrix_paths("intrinsic", "rank"),
+        d_aff=matrix_paths("intrinsic", "d_aff"),
         group=GROUP,
         settings=STATS_SETTINGS,
         run_name=RUN,
@@ -159,6 +170,8 @@ rule preorder:
     params:
         tasks=TASKS,
         layers=LAYERS,
+        d_aff=matrix_paths("intrinsic", "d_aff"),
+        ranks=matrix_paths("intrinsic", "rank"),
         fraction=ANALYSIS["preorder_threshold"],
         run_name=RUN,
     script:
@@ -186,7 +199,7 @@ rule rank_deficiency:
         runtime=rank_deficiency_resource("runtime"),
         disk_mb=10,
     params:
-        encoders=RD_GROUP,
+        embeddings=lambda wildcards: {e: embeddings(e, wildcards.task, "train") for e in RD_GROUP},
         levels=RANK_DEFICIENCY["levels"],
         layer=RD_LAYER,
         settings=RANK_DEFICIENCY,

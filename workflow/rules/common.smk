@@ -1,4 +1,5 @@
 # Config validation, names, paths and input functions shared by all rule files.
+import itertools
 import os
 import re
 from pathlib import Path
@@ -50,6 +51,7 @@ from affine_homotopy.config import (
 )
 from affine_homotopy.names import EXTRINSIC_MEASURES as _EXTRINSIC, INTRINSIC_MEASURES as _INTRINSIC
 from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
+from affine_homotopy.lock import check_lock, lock_path, staged_model_commits
 
 # Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
 # encoder is then checked against that file (see check_config).
@@ -59,6 +61,15 @@ try:
     check_config(config, workflow.source_path("../schemas/config.schema.yaml"), job_env=_JOB_ENV)
 except ConfigError as error:
     raise WorkflowError(f"Invalid configuration: {error}") from None
+# Jobs that run on this machine (not submitted to a cluster, whose nodes may have GPUs that the
+# submit host lacks): device: cuda needs CUDA here, so say so now instead of inside every GPU job.
+if workflow.local_exec:
+    from affine_homotopy.devices import check_device_available
+
+    try:
+        check_device_available(config["device"])
+    except ConfigError as error:
+        raise WorkflowError(f"Invalid configuration: {error}") from None
 
 RUN = config["run_name"]
 RESULTS = f"results/{RUN}"
@@ -113,6 +124,34 @@ def probe_weights(wildcards):
     return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/{wildcards.layer}.npz" for e in ENCODERS]
 
 
+def extrinsic_summary_inputs(wildcards):
+    """Named inputs per (task, layer), e.g. d_psi__sst2__layer12: the script looks each file up by name."""
+    files = {}
+    for t in TASKS:
+        for l in LAYERS:
+            for name in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
+                files[f"{name}__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/{name}.csv"
+            files[f"diagnostics__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/d_psi_diagnostics.csv"
+            files[f"solver__{t}__{l}"] = f"{RESULTS}/intrinsic/{t}/{l}/d_aff_solver.csv"
+            files[f"probes__{t}__{l}"] = f"{RESULTS}/probes/{t}/{l}.csv"
+    return files
+
+
+def keyed(pattern, **axes):
+    """{key: path} for every combination of the axes (in the order given): the key is the tuple of
+    axis values, or the value itself for one axis. A rule passes the mapping as a parameter and its
+    paths as the input, and the script looks files up by key (affine_homotopy.runner.keyed_inputs)."""
+    mapping = {}
+    for values in itertools.product(*axes.values()):
+        mapping[values if len(values) > 1 else values[0]] = pattern.format(**dict(zip(axes, values)))
+    return mapping
+
+
+def matrix_paths(kind, name):
+    """{(task, layer): path} of one matrix of every task and layer."""
+    return keyed(f"{RESULTS}/{kind}/{{task}}/{{layer}}/{name}.csv", task=TASKS, layer=LAYERS)
+
+
 # every matrix the extrinsic job writes (extrinsic/<task>/<layer>/<name>.csv): values, certified
 # lower bounds (NaN where there is no certificate) and Lemma 5.2's bounds
 EXTRINSIC_MATRICES = [
@@ -128,7 +167,7 @@ EXTRINSIC_MATRICES = [
 
 
 def matrix_files(kind, name):
-    return [f"{RESULTS}/{kind}/{t}/{l}/{name}.csv" for t in TASKS for l in LAYERS]
+    return list(matrix_paths(kind, name).values())
 
 
 def all_targets():
@@ -167,7 +206,9 @@ EXTRINSIC_MEASURES = list(_EXTRINSIC)
 # Intrinsic measures: the CSV stems of intrinsic/<task>/<layer>/ (one list, in the package)
 INTRINSIC_MEASURES = list(_INTRINSIC)
 # A job that can use a GPU (embed, intrinsic, extrinsic, rank_deficiency) asks for one only when the
-# config lets it (device: auto or cuda): with device: cpu no job waits for a GPU.
+# config lets it (device: auto or cuda): with device: cpu no job waits for a GPU, and under the SLURM
+# profile no job goes to a GPU partition (the plugin picks partitions from this resource). Which GPU
+# a job computes on it claims itself (affine_homotopy.devices).
 GPU_REQUEST = 0 if config["device"] == "cpu" else 1
 # Figure 3's encoders (null = every non-derived encoder), defined once in the package
 RANK_DEFICIENCY_GROUP = rank_deficiency_group(config)
@@ -181,6 +222,7 @@ from affine_homotopy.resources import (
     fixed_resources,
     pairwise_resources,
     probe_resources,
+    projected_runtime,
     study_estimate,
     task_size,
 )
@@ -197,9 +239,12 @@ def embed_resource(key):
     return estimate
 
 
-def pairwise_resource(key):
+def pairwise_resource(key, rule="intrinsic"):
+    # one all-pairs job (task, layer) of `rule`; run time from the measured cost model
     def estimate(wildcards, attempt):
         n = TASK_SIZES[(wildcards.task, "train")]
+        if key == "runtime":
+            return projected_runtime(config, rule, WIDTHS, n, attempt=attempt)
         block = config["intrinsic"]["block_mb"]
         return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt)[key]
 
@@ -212,6 +257,11 @@ def rank_deficiency_resource(key):
         n = TASK_SIZES[(wildcards.task, "train")]
         levels = config["analysis"]["rank_deficiency"]["levels"]
         widths = [WIDTHS[e] for e in RANK_DEFICIENCY_GROUP for _ in levels]
+        if key == "runtime":
+            group = {e: WIDTHS[e] for e in RANK_DEFICIENCY_GROUP}
+            return projected_runtime(
+                config, "rank_deficiency", group, n, rank_deficiency_copies=len(widths), attempt=attempt
+            )
         return pairwise_resources(n, widths, config["intrinsic"]["block_mb"], 8, attempt)[key]
 
     return estimate
@@ -222,6 +272,10 @@ def probe_resource(key):
         sizes = TASK_SIZES[(wildcards.task, "train")], TASK_SIZES[(wildcards.task, "dev")]
         n_random = config["extrinsic"]["n_random_classifiers"]
         width = WIDTHS[wildcards.encoder]
+        if key == "runtime":  # this encoder's probes of every layer, from the measured cost model
+            return projected_runtime(
+                config, "probe", {wildcards.encoder: width}, sizes[0], len(LAYERS), attempt=attempt
+            )
         return probe_resources(*sizes, width, len(LAYERS), config["probe"], n_random, attempt=attempt)[key]
 
     return estimate

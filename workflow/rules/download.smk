@@ -8,6 +8,16 @@ HF_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "hf"]
 PYPI_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "pypi"]
 GLUE_TASKS_STAGED = [t for t in TASKS if config["tasks"][t]["source"] == "glue"]
 
+# The study's lock of resolved commits (affine_homotopy.lock, config/<run_name>.lock.yaml): checked
+# here, before any job; the download jobs read it themselves (from snakemake.config, not params: a
+# lock appearing must not make staged models out of date) and refuse any other upstream commit; the
+# staging gate writes it the first time (and again under update_lock).
+LOCK_FILE = lock_path(config)
+try:
+    LOCK = check_lock(config, LOCK_FILE, staged_models=staged_model_commits("resources/models", HF_ENCODERS))
+except ConfigError as error:
+    raise WorkflowError(f"Invalid configuration: {error}") from None
+
 
 localrules:
     download_model,
@@ -90,5 +100,11 @@ rule staging_complete:
     resources:
         mem_mb=fixed_resource("marker", "mem_mb"),
         runtime=fixed_resource("marker", "runtime"),
+    params:
+        # the lock is written when there is none (lock_exists flips: this job reruns) or under update_lock
+        study={"run_name": RUN, "encoders": config["encoders"], "tasks": config["tasks"]},
+        lock_file=str(LOCK_FILE),
+        lock_exists=LOCK_FILE.is_file(),
+        update_lock=config["update_lock"],
     script:
         "../scripts/staging_complete.py"

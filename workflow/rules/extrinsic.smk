@@ -57,10 +57,7 @@ rule extrinsic:
         d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
         map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
     output:
-        **{
-            name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv"
-            for name in EXTRINSIC_MATRICES
-        },
+        **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
         diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
     log:
         f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
@@ -70,7 +67,7 @@ rule extrinsic:
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
-        runtime=pairwise_resource("runtime"),
+        runtime=pairwise_resource("runtime", "extrinsic"),
         disk_mb=pairwise_resource("disk_mb"),
     params:
         encoders=ENCODERS,
@@ -78,19 +75,6 @@ rule extrinsic:
         device=config["device"],
     script:
         "../scripts/extrinsic.py"
-
-
-def extrinsic_summary_inputs(wildcards):
-    """Named inputs per (task, layer), e.g. d_psi__sst2__layer12: the script looks each file up by name."""
-    files = {}
-    for t in TASKS:
-        for l in LAYERS:
-            for name in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
-                files[f"{name}__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/{name}.csv"
-            files[f"diagnostics__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/d_psi_diagnostics.csv"
-            files[f"solver__{t}__{l}"] = f"{RESULTS}/intrinsic/{t}/{l}/d_aff_solver.csv"
-            files[f"probes__{t}__{l}"] = f"{RESULTS}/probes/{t}/{l}.csv"
-    return files
 
 
 rule extrinsic_summary:

@@ -2,6 +2,13 @@
 # regenerating a figure (--forcerun figure_...) never recomputes embeddings or distances.
 
 
+# Figure 2's matrices at the table layer: {task: path} and {(task, measure): path}
+FIGURE2_D_AFF = keyed(f"{RESULTS}/intrinsic/{{task}}/{TABLE_LAYER}/d_aff.csv", task=TASKS)
+FIGURE2_EXTRINSIC = keyed(
+    f"{RESULTS}/extrinsic/{{task}}/{TABLE_LAYER}/{{measure}}.csv", task=TASKS, measure=EXTRINSIC_MEASURES
+)
+
+
 rule figure_asymmetry_grid:
     input:
         matrix_files("intrinsic", "d_aff"),
@@ -23,6 +30,7 @@ rule figure_asymmetry_grid:
     params:
         tasks=TASKS,
         layers=LAYERS,
+        d_aff=matrix_paths("intrinsic", "d_aff"),
         run_name=RUN,
     script:
         "../scripts/figure_asymmetry_grid.py"
@@ -30,8 +38,8 @@ rule figure_asymmetry_grid:
 
 rule figure_extrinsic_vs_intrinsic:
     input:
-        intrinsic=[f"{RESULTS}/intrinsic/{t}/{TABLE_LAYER}/d_aff.csv" for t in TASKS],
-        extrinsic=[f"{RESULTS}/extrinsic/{t}/{TABLE_LAYER}/{m}.csv" for t in TASKS for m in EXTRINSIC_MEASURES],
+        intrinsic=list(FIGURE2_D_AFF.values()),
+        extrinsic=list(FIGURE2_EXTRINSIC.values()),
     output:
         png=report(
             f"{RESULTS}/figures/extrinsic_vs_intrinsic.png",
@@ -56,6 +64,8 @@ rule figure_extrinsic_vs_intrinsic:
     params:
         tasks=TASKS,
         extrinsic=EXTRINSIC_MEASURES,
+        intrinsic_paths=FIGURE2_D_AFF,
+        extrinsic_paths=FIGURE2_EXTRINSIC,
         layer=TABLE_LAYER,
         group=GROUP,
         settings=STATS_SETTINGS,
@@ -92,7 +102,7 @@ rule figure_layer_trend:
 
 rule figure_rank_deficiency:
     input:
-        [f"{RESULTS}/rank_deficiency/{t}.csv" for t in TASKS],
+        list(keyed(f"{RESULTS}/rank_deficiency/{{task}}.csv", task=TASKS).values()),
     output:
         png=report(
             f"{RESULTS}/figures/rank_deficiency.png",
@@ -110,6 +120,7 @@ rule figure_rank_deficiency:
         runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
+        paths=keyed(f"{RESULTS}/rank_deficiency/{{task}}.csv", task=TASKS),
         layer=RD_LAYER,
         run_name=RUN,
     script:
@@ -142,6 +153,7 @@ if DYNAMICS_FAMILIES:
         params:
             tasks=TASKS,
             layers=LAYERS,
+            d_aff=matrix_paths("intrinsic", "d_aff"),
             families=DYNAMICS_FAMILIES,
             run_name=RUN,
         script:

@@ -8,14 +8,15 @@ import logging
 
 from affine_homotopy.analysis import correlation_table, table_latex, table_markdown
 from affine_homotopy.io import read_matrix, write_csv, write_text
-from affine_homotopy.runner import run
+from affine_homotopy.runner import keyed_inputs, run
 
 log = logging.getLogger("affine_homotopy.job")
 
 
 def main(snakemake):
     p = snakemake.params
-    paths = dict(zip(p.intrinsic_keys, snakemake.input.intrinsic)) | dict(zip(p.extrinsic_keys, snakemake.input.extrinsic))
+    # {(task, layer, measure): path}
+    paths = keyed_inputs(p.intrinsic_paths, snakemake.input.intrinsic) | keyed_inputs(p.extrinsic_paths, snakemake.input.extrinsic)
     load = lambda task, layer, measure: read_matrix(paths[(task, layer, measure)])  # noqa: E731
     s = p.settings
     table = correlation_table(p.tasks, p.layers, p.intrinsic, p.extrinsic, load, load, p.group, s["n_permutations"],

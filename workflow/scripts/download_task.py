@@ -3,12 +3,15 @@ Face cache when HF_DATASETS_OFFLINE=1 (or HF_HUB_OFFLINE=1) or the hub is unreac
 
 from pathlib import Path
 
+from affine_homotopy.lock import job_lock
 from affine_homotopy.runner import run
 from affine_homotopy.staging import stage_task
 
 
 def main(snakemake):
-    stage_task(snakemake.wildcards.task, snakemake.params.spec, Path(snakemake.output.marker).parent)
+    locked, lock_file = job_lock(snakemake.config, "datasets", snakemake.wildcards.task)
+    stage_task(snakemake.wildcards.task, snakemake.params.spec, Path(snakemake.output.marker).parent,
+               locked_commit=locked, lock_file=lock_file)
 
 
 run(snakemake, main, offline=False)

@@ -2,13 +2,13 @@
 
 from affine_homotopy.io import read_matrix
 from affine_homotopy.plotting import asymmetry_grid, save_figure
-from affine_homotopy.runner import run
+from affine_homotopy.runner import keyed_inputs, run
 
 
 def main(snakemake):
     tasks, layers = snakemake.params.tasks, snakemake.params.layers
-    keys = [(t, l) for t in tasks for l in layers]
-    matrices = {key: read_matrix(path) for key, path in zip(keys, snakemake.input)}
+    paths = keyed_inputs(snakemake.params.d_aff, snakemake.input)  # {(task, layer): path}
+    matrices = {key: read_matrix(path) for key, path in paths.items()}
     fig = asymmetry_grid(matrices, tasks, layers, f"d_aff: row i mapped onto column j (run {snakemake.params.run_name})")
     save_figure(fig, snakemake.output.png, snakemake.output.pdf)
 

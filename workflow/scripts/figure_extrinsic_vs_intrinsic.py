@@ -5,14 +5,15 @@ import pandas as pd
 from affine_homotopy.analysis import regression_fit
 from affine_homotopy.io import read_matrix, write_csv
 from affine_homotopy.plotting import extrinsic_vs_intrinsic, save_figure
-from affine_homotopy.runner import run
+from affine_homotopy.runner import keyed_inputs, run
 
 
 def main(snakemake):
     p = snakemake.params
-    intrinsic = {t: read_matrix(path) for t, path in zip(p.tasks, snakemake.input.intrinsic)}
+    intrinsic = {t: read_matrix(path) for t, path in keyed_inputs(p.intrinsic_paths, snakemake.input.intrinsic).items()}
+    extrinsic = keyed_inputs(p.extrinsic_paths, snakemake.input.extrinsic)  # {(task, measure): path}
     keys = [(t, e) for t in p.tasks for e in p.extrinsic]
-    pairs = {key: (intrinsic[key[0]], read_matrix(path)) for key, path in zip(keys, snakemake.input.extrinsic)}
+    pairs = {key: (intrinsic[key[0]], read_matrix(extrinsic[key])) for key in keys}
     s = p.settings
     fits = pd.DataFrame([{"task": t, "layer": p.layer, "intrinsic": "d_aff", "extrinsic": e,
                           **regression_fit(*pairs[(t, e)], p.group, s["n_permutations"], s["seed"])} for t, e in keys])

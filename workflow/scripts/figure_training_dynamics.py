@@ -5,14 +5,13 @@ import pandas as pd
 from affine_homotopy.analysis import training_dynamics as dynamics_table
 from affine_homotopy.io import read_matrix, write_csv
 from affine_homotopy.plotting import save_figure, training_dynamics
-from affine_homotopy.runner import run
+from affine_homotopy.runner import keyed_inputs, run
 
 
 def main(snakemake):
     p = snakemake.params
-    keys = [(t, l) for t in p.tasks for l in p.layers]
     frames = []
-    for (task, layer), path in zip(keys, snakemake.input):
+    for (task, layer), path in keyed_inputs(p.d_aff, snakemake.input).items():
         d_aff = read_matrix(path)
         for family, members in p.families.items():
             frames.append(dynamics_table(d_aff, members).assign(family=family, task=task, layer=layer))

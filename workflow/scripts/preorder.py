@@ -5,15 +5,17 @@ import pandas as pd
 from affine_homotopy.analysis import preorder
 from affine_homotopy.io import read_matrix, write_csv
 from affine_homotopy.plotting import preorder_graphs, save_figure
-from affine_homotopy.runner import run
+from affine_homotopy.runner import keyed_inputs, run
 from affine_homotopy.stats import median_summary
 
 
 def main(snakemake):
     p = snakemake.params
-    keys = [(t, l) for t in p.tasks for l in p.layers]
+    d_aff_paths = keyed_inputs(p.d_aff, snakemake.input.d_aff)  # {(task, layer): path}
+    rank_paths = keyed_inputs(p.ranks, snakemake.input.ranks)
     graphs, ranks, edges, ranking = {}, {}, [], []
-    for key, d_aff_path, rank_path in zip(keys, snakemake.input.d_aff, snakemake.input.ranks):
+    for key, d_aff_path in d_aff_paths.items():
+        rank_path = rank_paths[key]
         d_aff = read_matrix(d_aff_path)
         graph = preorder(d_aff, p.fraction)
         graphs[key] = graph

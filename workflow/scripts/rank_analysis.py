@@ -5,14 +5,16 @@ import pandas as pd
 from affine_homotopy.analysis import rank_analysis
 from affine_homotopy.io import read_matrix, write_csv
 from affine_homotopy.plotting import rank_vs_distance, save_figure
-from affine_homotopy.runner import run
+from affine_homotopy.runner import keyed_inputs, run
 
 
 def main(snakemake):
     p = snakemake.params
-    keys = [(t, l) for t in p.tasks for l in p.layers]
+    rank_paths = keyed_inputs(p.ranks, snakemake.input.ranks)  # {(task, layer): path}
+    d_aff_paths = keyed_inputs(p.d_aff, snakemake.input.d_aff)
     encoders, correlations = [], []
-    for (task, layer), rank_path, d_aff_path in zip(keys, snakemake.input.ranks, snakemake.input.d_aff):
+    for (task, layer), rank_path in rank_paths.items():
+        d_aff_path = d_aff_paths[(task, layer)]
         per_encoder, records = rank_analysis(pd.read_csv(rank_path), read_matrix(d_aff_path), p.group,
                                              p.settings["n_permutations"], p.settings["seed"])
         encoders.append(per_encoder.assign(task=task, layer=layer))

@@ -5,14 +5,15 @@ import logging
 from affine_homotopy.analysis import rank_deficiency
 from affine_homotopy.io import read_embeddings, write_csv
 from affine_homotopy.linalg import DTYPES, select_device
-from affine_homotopy.runner import run
+from affine_homotopy.runner import keyed_inputs, run
 
 log = logging.getLogger("affine_homotopy.job")
 
 
 def main(snakemake):
     p = snakemake.params
-    reps = {name: read_embeddings(path, p.layer) for name, path in zip(p.encoders, snakemake.input)}
+    # {encoder: path}, in the group's order (the frame's encoder order)
+    reps = {name: read_embeddings(path, p.layer) for name, path in keyed_inputs(p.embeddings, snakemake.input).items()}
     device = select_device(p.device, snakemake.resources.get("gpu", 0))
     frame = rank_deficiency(reps, p.levels, p.settings["tol"], p.settings["max_iter"], p.multiplier, device, log.info,
                             solver=p.solver["solver"], anderson_memory=p.solver["anderson_memory"],
