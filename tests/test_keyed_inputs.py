@@ -23,7 +23,6 @@ def test_files_are_found_by_key_whatever_the_input_order() -> None:
 
 def test_no_workflow_script_zips_its_inputs_against_a_key_list() -> None:
     zipping = re.compile(r"zip\([^)]*snakemake\.(input|output)")
-    owned_elsewhere = {"extrinsic_summary.py", "probe.py"}  # the extrinsic stage's scripts (issue 17)
     offenders = [path.name for path in sorted((REPO / "workflow" / "scripts").glob("*.py"))
-                 if path.name not in owned_elsewhere and zipping.search(path.read_text())]
+                 if zipping.search(path.read_text())]
     assert not offenders, f"{offenders} pair inputs with keys by position; pass a {{key: path}} parameter"

@@ -8,6 +8,7 @@ accuracy on its own labels ``random_train_accuracy``; the metrics table summaris
 """
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,7 +29,10 @@ def main(snakemake):
     train, dev = read_embeddings(snakemake.input.train), read_embeddings(snakemake.input.dev)
     labels = random_labels(len(y_train), info.n_classes, range(n_random))
     rows = []
-    for slot, (layer, weights_path) in enumerate(zip(snakemake.params.layers, snakemake.output.weights)):
+    # each layer's probe file is found by its name (probes/<task>/weights/<encoder>/<layer>.npz), not by position
+    weights_paths = {Path(path).stem: path for path in snakemake.output.weights}
+    for slot, layer in enumerate(snakemake.params.layers):
+        weights_path = weights_paths[layer]
         probe = fit_softmax_probe(
             train[slot], y_train, info.n_classes, settings["l2_grid"], settings["validation_fraction"],
             settings["max_iter"],
