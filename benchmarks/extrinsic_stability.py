@@ -48,8 +48,10 @@ MEASURES = ("d_psi", "d_worst", "d_worst_search")
 def load_inputs(results: Path, task: str, layer: str, names: list[str]):
     reps = [np.asarray(read_embeddings(results / "embeddings" / e / task / "train.npy", layer)) for e in names]
     probes, randoms = zip(*(load_probe_file(results / "probes" / task / "weights" / e / f"{layer}.npz") for e in names))
-    d_aff = read_matrix(results / "intrinsic" / task / layer / "d_aff.csv").loc[names, names].to_numpy()
-    weights = np.load(results / "intrinsic" / task / layer / "d_aff_weights.npy")
+    d_aff = read_matrix(results / "intrinsic" / task / layer / "d_aff.csv")
+    order = [list(d_aff.index).index(name) for name in names]  # the stored (K, K, N) weights follow d_aff's order
+    weights = np.load(results / "intrinsic" / task / layer / "d_aff_weights.npy")[np.ix_(order, order)]
+    d_aff = d_aff.loc[names, names].to_numpy()
     return reps, list(probes), list(randoms), d_aff, weights
 
 
