@@ -95,6 +95,7 @@ class SolverSettings:
     measures: tuple[str, ...] = MEASURES
     keep_weights: bool = False  # return the weights of each d_aff map (to rebuild it: affine_map)
     iterate_dtype: torch.dtype | None = None  # e.g. float32: faster iterations, bounds certified in dtype
+    working_set: bool = True  # large N: solve on a working set of rows, checked on all (minimax.working_set_fit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,7 +316,8 @@ def _solve_blocks(
         atol = torch.tensor([float32_floor(targets[j][1]) for j in block], dtype=design.dtype, device=design.device)
         yield block, minimax_fit(design, stacked, atol, settings.tol, settings.max_iter, solver=settings.solver,
                                  power=settings.power, memory=settings.anderson_memory,
-                                 iterate_dtype=settings.iterate_dtype, orthonormal=True)
+                                 iterate_dtype=settings.iterate_dtype, orthonormal=True,
+                                 working_set=settings.working_set)
 
 
 def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_mb: int,
