@@ -4,7 +4,7 @@ Run from the repository root (2-core machine: keep OpenMP threads from spinning)
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cost_model.py measure [--glue-dir ../shared/glue] [--quick]
     .venv/bin/python benchmarks/cost_model.py fit        # benchmarks/cost_measurements.csv -> coefficients
-    .venv/bin/python benchmarks/cost_model.py project [--configfile config/config.yaml] [--cores 32]
+    .venv/bin/python benchmarks/cost_model.py project [--configfile config/paper.yaml] [--cores 32]
     .venv/bin/python benchmarks/cost_model.py compare --configfile config/real_models.yaml
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cost_model.py speedup [--sizes 2000 8000]
 
@@ -301,7 +301,7 @@ def main() -> None:
     m.add_argument("--quick", action="store_true")
     sub.add_parser("fit")
     p = sub.add_parser("project")
-    p.add_argument("--configfile", default=str(ROOT / "config" / "config.yaml"))
+    p.add_argument("--configfile", default=str(ROOT / "config" / "paper.yaml"))
     p.add_argument("--cores", type=int, default=32)
     p.add_argument("--task", help="also the intrinsic + extrinsic time of this task alone")
     p.add_argument("--layers", type=int, nargs="*", help="with --task: only these layers (e.g. the final one)")

@@ -3,7 +3,7 @@ paper's gap (tol 1e-3), side by side in one run on the demo's own data.
 
 Run from the repository root::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/demo_tolerance_benchmark.py [--config config/demo.yaml] \
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/demo_tolerance_benchmark.py [--config config/config.yaml] \
         [--jacobi 300:float64 100:float64 300:float32] [--threads 2]
 
 Data: the demo config's encoders, tasks (train split) and layers. Embeddings are read from
@@ -99,7 +99,7 @@ def task_embeddings(config: dict, task: str) -> tuple[dict[str, list[np.ndarray]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=REPO / "config" / "demo.yaml")
+    parser.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
     parser.add_argument("--jacobi", nargs="+", default=["300:float64"],
                         help="jacobi settings at tol 1e-3, each max_iter:iteration_dtype (float64 or float32)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the intrinsic rule's `threads`)")

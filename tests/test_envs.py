@@ -3,8 +3,13 @@ versions, every pin lies in the range pyproject.toml allows, and every dependenc
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import yaml
 from packaging.requirements import Requirement
@@ -12,6 +17,8 @@ from packaging.requirements import Requirement
 from .conftest import REPO, rule_blocks
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
+# Every env installs the project itself; workflow/rules/common.smk sets the variable, pip expands it.
+SELF_INSTALL = "-e ${AFFINE_HOMOTOPY_PROJECT}"
 
 
 def canonical(name: str) -> str:
@@ -41,14 +48,17 @@ def requirements() -> list[Requirement]:
 
 def test_every_env_pins_the_constraints() -> None:
     pins = constraints()
-    envs = sorted((REPO / "envs").glob("*.yaml"))
-    assert envs, "no envs/*.yaml found"
+    envs = sorted((REPO / "workflow" / "envs").glob("*.yaml"))
+    assert envs, "no workflow/envs/*.yaml found"
     for env in envs:
         spec = yaml.safe_load(env.read_text())
         pip_section = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict) and "pip" in d)
         assert "python=3.11" in spec["dependencies"], f"{env.name}: python=3.11 not pinned"
         assert pip_section, f"{env.name}: empty pip section"
+        assert pip_section.count(SELF_INSTALL) == 1, f"{env.name}: does not install the project ({SELF_INSTALL!r})"
         for line in pip_section:
+            if line == SELF_INSTALL:
+                continue
             match = PIN.match(line)
             assert match, f"{env.name}: {line!r} is not an exact pin"
             name, version = canonical(match[1]), match[2]
@@ -80,3 +90,22 @@ def test_every_rule_uses_an_existing_env() -> None:
         env = re.search(r'(?m)^    conda:\n        "([^"]+)"', block)
         assert env, f"{file}: rule {name} has no conda environment"
         assert (REPO / "workflow" / "rules" / env[1]).resolve().is_file(), f"{file}: rule {name}: {env[1]} does not exist"
+
+
+def test_the_envs_install_this_project_wherever_snakemake_copies_them(tmp_path: Path) -> None:
+    """Snakemake copies an env file to .snakemake/conda/<hash>.yaml before conda builds it, and conda
+    runs the pip section as `pip install -r <requirements file>` there. The self-install line must then
+    name this project: resolved as pip would, from a requirements file in an unrelated folder."""
+    spec = yaml.safe_load((REPO / "workflow" / "envs" / "compute.yaml").read_text())
+    pip_section = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict) and "pip" in d)
+    copied = tmp_path / ".snakemake" / "conda"
+    copied.mkdir(parents=True)
+    (copied / "requirements.txt").write_text("\n".join(line for line in pip_section if "AFFINE_HOMOTOPY" in line) + "\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-build-isolation", "--quiet",
+         "--report", "-", "-r", "requirements.txt"],
+        cwd=copied, capture_output=True, text=True, timeout=300, env=dict(os.environ, AFFINE_HOMOTOPY_PROJECT=str(REPO)),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    installs = json.loads(result.stdout)["install"]
+    assert [(i["metadata"]["name"], i["download_info"]["url"]) for i in installs] == [("affine-homotopy", REPO.as_uri())]

@@ -33,8 +33,8 @@ def check(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
 
 
 def test_paper_config_expands_to_the_25_multiberts_it_used_to_list(schema_path) -> None:
-    config = check_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()), schema_path)
-    # what config/config.yaml listed by hand before the template: 25 MultiBERTs, then ELECTRA and RoBERTa
+    config = check_config(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()), schema_path)
+    # what config/paper.yaml listed by hand before the template: 25 MultiBERTs, then ELECTRA and RoBERTa
     listed = {f"multibert_{seed:02d}": {"source": "hf", "model": f"google/multiberts-seed_{seed}", "revision": None}
               for seed in range(25)}
     listed["electra"] = {"source": "hf", "model": "google/electra-base-discriminator", "revision": None}

@@ -241,7 +241,7 @@ def test_low_rank_source_converges_thanks_to_the_safeguard() -> None:
 
 
 def demo_encoders(n: int = 400, dim: int = 48, seed: int = 0) -> dict[str, np.ndarray]:
-    """The demo's encoder set (config/demo.yaml: a base and its SVD truncations to 80/60/40/20 %, a random
+    """The demo's encoder set (config/config.yaml: a base and its SVD truncations to 80/60/40/20 %, a random
     affine image and a noisy copy), derived with the workflow's own transforms from a small base with a
     decaying spectrum (instead of all-MiniLM-L6-v2, to keep the test fast and offline)."""
     rng = np.random.default_rng(seed)

@@ -172,7 +172,7 @@ def test_the_readme_commands_are_what_ci_runs() -> None:
 
 
 def test_a_package_encoder_is_checked_against_the_jobs_environment(tmp_path: Path) -> None:
-    demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    demo = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config = copy.deepcopy(demo)
     config["encoders"]["elsewhere"] = {"source": "package", "package": "encoder-only-in-the-job-env"}
     env_file = tmp_path / "embed.yaml"
@@ -185,11 +185,11 @@ def test_a_package_encoder_is_checked_against_the_jobs_environment(tmp_path: Pat
     env_file.write_text(yaml.safe_dump({"dependencies": ["python=3.11", {"pip": ["numpy==2.4.6"]}]}))
     with pytest.raises(ConfigError, match=r"encoders\.minilm\.package.*embed\.yaml, which does not install it"):
         check_config(copy.deepcopy(demo), SCHEMA, job_env=env_file)
-    check_config(copy.deepcopy(demo), SCHEMA, job_env=REPO / "envs" / "embed.yaml")  # the shipped env has it
+    check_config(copy.deepcopy(demo), SCHEMA, job_env=REPO / "workflow" / "envs" / "embed.yaml")  # the shipped env has it
 
 
 def test_an_empty_rank_deficiency_group_is_refused_once() -> None:
-    demo = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    demo = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     demo.setdefault("analysis", {})["rank_deficiency"] = {"group": []}
     with pytest.raises(ConfigError, match=r"'analysis\.rank_deficiency\.group' is an empty list"):
         check_config(demo, SCHEMA)

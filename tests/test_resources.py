@@ -9,7 +9,7 @@ import re
 import pytest
 
 from .conftest import REPO, rule_blocks
-from .test_workflow import snakemake
+from .test_workflow import DEMO, snakemake
 
 pytestmark = pytest.mark.workflow
 GPU_CAPABLE = {"embed", "intrinsic", "extrinsic", "rank_deficiency"}
@@ -33,9 +33,9 @@ def planned_jobs(output: str) -> list[dict[str, object]]:
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, object]]]:
     workdir = tmp_path_factory.mktemp("plans")
-    paper = str(REPO / "config" / "config.yaml")
+    paper = str(REPO / "config" / "paper.yaml")
     runs = {
-        "demo_cpu": ("--config", "device=cpu"),
+        "demo_cpu": ("--configfile", str(DEMO), "--config", "device=cpu"),
         "paper_cpu": ("--configfile", paper, "--config", "device=cpu"),
         "paper_auto": ("--configfile", paper, "--config", "device=auto"),
     }

@@ -1,4 +1,4 @@
-"""The tiny study through profiles/slurm on a real single-node SLURM: same results as a local run.
+"""The tiny study through workflow/profiles/slurm on a real single-node SLURM: same results as a local run.
 
 The cluster is started by tests/slurm/cluster.sh (Debian's munge + slurm, installed if missing) and
 stopped again by PID. Where SLURM cannot be started (not root, no package manager) the test skips
@@ -60,7 +60,7 @@ def test_tiny_study_through_the_slurm_profile(slurm_cluster: Path, tmp_path: Pat
     submitted_after = time.time()
     started = time.monotonic()
     snakemake(
-        "--workflow-profile", str(REPO / "profiles" / "slurm"),
+        "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
         "--configfile", str(cluster / "tiny.yaml"),
         "--jobs", "4",
         # the test cluster: no account, one partition, no GPUs, no sacct (no slurmdbd)

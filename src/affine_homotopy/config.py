@@ -116,7 +116,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
     """Family expansion, schema validation, defaults, then the semantic checks; returns the completed config.
 
     ``job_env``: the conda environment file the embedding jobs run in (``--use-conda``:
-    ``envs/embed.yaml``). A ``package`` encoder is then checked against that file (the package must
+    ``workflow/envs/embed.yaml``). A ``package`` encoder is then checked against that file (the package must
     be installed there) instead of against the interpreter that checks the config, and its depth and
     padding token are checked by the embed job, in that environment. Without ``job_env`` the jobs run
     in this interpreter, so the package is looked up here.
@@ -126,7 +126,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
     ``analysis.encoder_group`` and ``analysis.rank_deficiency.group`` become their members.
     """
     if not isinstance(config, dict):
-        raise ConfigError("the config must be a mapping of keys to values (see config/demo.yaml).")
+        raise ConfigError("the config must be a mapping of keys to values (see config/config.yaml).")
     members = expand_families(config)
     if "layers" in config:
         check_layer_spec(config["layers"])

@@ -73,7 +73,7 @@ def record_stage_environment(rule: str, log_path: str | Path) -> None:
 def stage_environments(log_root: str | Path) -> dict[str, list[dict[str, Any]]]:
     """Per rule, the distinct environments its jobs ran in (from the records under ``log_root``), with job counts.
 
-    Under ``--use-conda`` each rule family runs in its ``envs/*.yaml`` environment, so the rules
+    Under ``--use-conda`` each rule family runs in its ``workflow/envs/*.yaml`` environment, so the rules
     differ; a plain run shows the launching interpreter for every rule.
     """
     stages: dict[str, list[dict[str, Any]]] = {}

@@ -15,18 +15,8 @@ STATS_SETTINGS = {k: ANALYSIS[k] for k in ("n_permutations", "n_bootstrap", "see
 
 rule correlate:
     input:
-        intrinsic=[
-            f"{RESULTS}/intrinsic/{t}/{l}/{m}.csv"
-            for t in TASKS
-            for l in LAYERS
-            for m in TABLE_MEASURES
-        ],
-        extrinsic=[
-            f"{RESULTS}/extrinsic/{t}/{l}/{m}.csv"
-            for t in TASKS
-            for l in LAYERS
-            for m in EXTRINSIC_MEASURES
-        ],
+        intrinsic=[f"{RESULTS}/intrinsic/{t}/{l}/{m}.csv" for t in TASKS for l in LAYERS for m in TABLE_MEASURES],
+        extrinsic=[f"{RESULTS}/extrinsic/{t}/{l}/{m}.csv" for t in TASKS for l in LAYERS for m in EXTRINSIC_MEASURES],
     output:
         csv=report(
             f"{RESULTS}/tables/correlation.csv",
@@ -46,6 +36,13 @@ rule correlate:
             category="Tables",
             subcategory="Table 1",
         ),
+    log:
+        f"{RESULTS}/logs/correlate.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
         layers=LAYERS,
@@ -57,13 +54,6 @@ rule correlate:
         settings=STATS_SETTINGS,
         table_layer=TABLE_LAYER,
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
-    log:
-        f"{RESULTS}/logs/correlate.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/correlate.py"
 
@@ -79,17 +69,17 @@ rule paper_comparison:
             category="Tables",
             subcategory="Comparison with the paper",
         ),
+    log:
+        f"{RESULTS}/logs/paper_comparison.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
     params:
         with_paper=ANALYSIS["paper_comparison"],
         table_layer=TABLE_LAYER,
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("marker", "mem_mb"),
-        runtime=fixed_resource("marker", "runtime"),
-    log:
-        f"{RESULTS}/logs/paper_comparison.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/paper_comparison.py"
 
@@ -118,19 +108,19 @@ rule rank_analysis:
             subcategory="Rank analysis",
         ),
         pdf=f"{RESULTS}/figures/rank_vs_distance.pdf",
+    log:
+        f"{RESULTS}/logs/rank_analysis.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
         layers=LAYERS,
         group=GROUP,
         settings=STATS_SETTINGS,
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
-    log:
-        f"{RESULTS}/logs/rank_analysis.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/rank_analysis.py"
 
@@ -159,18 +149,18 @@ rule preorder:
             subcategory="Intrinsic preorder",
         ),
         pdf=f"{RESULTS}/figures/preorder.pdf",
+    log:
+        f"{RESULTS}/logs/preorder.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
         layers=LAYERS,
         fraction=ANALYSIS["preorder_threshold"],
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
-    log:
-        f"{RESULTS}/logs/preorder.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/preorder.py"
 
@@ -185,27 +175,24 @@ rule rank_deficiency:
             category="Tables",
             subcategory="Rank deficiency (Figure 3)",
         ),
-    params:
-        encoders=RD_GROUP,
-        levels=RANK_DEFICIENCY["levels"],
-        layer=RD_LAYER,
-        settings=RANK_DEFICIENCY,
-        solver={
-            k: config["intrinsic"][k]
-            for k in ("solver", "anderson_memory", "lawson_power", "iterate_dtype")
-        },
-        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
-        device=config["device"],
-        run_name=RUN,
+    log:
+        f"{RESULTS}/logs/rank_deficiency/{{task}}.log",
+    conda:
+        "../envs/compute.yaml"
     threads: 2
     resources:
         gpu=GPU_REQUEST,
         mem_mb=rank_deficiency_resource("mem_mb"),
         runtime=rank_deficiency_resource("runtime"),
         disk_mb=10,
-    log:
-        f"{RESULTS}/logs/rank_deficiency/{{task}}.log",
-    conda:
-        "../../envs/compute.yaml"
+    params:
+        encoders=RD_GROUP,
+        levels=RANK_DEFICIENCY["levels"],
+        layer=RD_LAYER,
+        settings=RANK_DEFICIENCY,
+        solver={k: config["intrinsic"][k] for k in ("solver", "anderson_memory", "lawson_power", "iterate_dtype")},
+        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
+        device=config["device"],
+        run_name=RUN,
     script:
         "../scripts/rank_deficiency.py"

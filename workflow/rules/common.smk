@@ -1,19 +1,45 @@
 # Config validation, names, paths and input functions shared by all rule files.
 import os
 import re
-import sys
 from pathlib import Path
 
-# The library lives in src/; jobs inherit PYTHONPATH, so scripts import it in any environment.
-_SRC = str(Path(workflow.basedir) / "src")
-if _SRC not in sys.path:
-    sys.path.insert(0, _SRC)
-# (set, not required from the user, so no envvars directive)
-os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH")) if p))
+from snakemake.exceptions import WorkflowError
+
 # torch and numpy share processes: a busy-waiting OpenMP pool slows small machines tenfold.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from snakemake.exceptions import WorkflowError
+# This workflow's own folders, also when another workflow uses it as a module (workflow.basedir is
+# then the outer workflow's folder): workflow/ and the project folder holding pyproject.toml and src/.
+# (str of workflow.current_basedir: this file's folder, workflow/rules; source_path would give a cached copy)
+WORKFLOW_DIR = Path(str(workflow.current_basedir)).parent
+PROJECT_DIR = WORKFLOW_DIR.parent
+# The conda environments (workflow/envs/*.yaml) install this project with `-e ${AFFINE_HOMOTOPY_PROJECT}`:
+# Snakemake copies an env file before conda builds it, so a path relative to the file would not
+# resolve; pip expands the variable when conda runs its pip section. Set, not asked of the user.
+if (PROJECT_DIR / "pyproject.toml").is_file():
+    os.environ.update(AFFINE_HOMOTOPY_PROJECT=str(PROJECT_DIR))  # set here, not required of the user: no envvars
+elif "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}:
+    raise WorkflowError(
+        f"This workflow was loaded from {WORKFLOW_DIR}, not from a local clone, so its conda environments "
+        "cannot install its package. Fix: clone the repository and use the module by its local path."
+    )
+
+# The package is imported as installed (pip install -e .), never from a path added here: the same
+# code then runs in this process, in plain jobs and in the conda environments.
+try:
+    import affine_homotopy
+except ImportError:
+    raise WorkflowError(
+        "The package affine_homotopy is not installed in the Python that runs Snakemake. Fix: "
+        f"pip install -e '{PROJECT_DIR}[workflow]' -c {PROJECT_DIR / 'constraints.txt'}"
+    ) from None
+if (PROJECT_DIR / "src" / "affine_homotopy").is_dir() and Path(affine_homotopy.__file__).resolve().parent != (
+    PROJECT_DIR / "src" / "affine_homotopy"
+).resolve():
+    logger.warning(
+        f"affine_homotopy is imported from {Path(affine_homotopy.__file__).parent}, not from this workflow's "
+        f"{PROJECT_DIR / 'src'}: jobs run that installed copy. To run this checkout's code: pip install -e {PROJECT_DIR}"
+    )
 
 from affine_homotopy.config import (
     ConfigError,
@@ -25,10 +51,10 @@ from affine_homotopy.config import (
 from affine_homotopy.names import EXTRINSIC_MEASURES as _EXTRINSIC, INTRINSIC_MEASURES as _INTRINSIC
 from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
 
-# Under --use-conda the embedding jobs run in envs/embed.yaml, not in this interpreter: a `package`
+# Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
 # encoder is then checked against that file (see check_config).
 _CONDA = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
-_JOB_ENV = Path(workflow.basedir) / "envs" / "embed.yaml" if _CONDA else None
+_JOB_ENV = WORKFLOW_DIR / "envs" / "embed.yaml" if _CONDA else None
 try:
     check_config(config, workflow.source_path("../schemas/config.schema.yaml"), job_env=_JOB_ENV)
 except ConfigError as error:
@@ -107,8 +133,16 @@ def all_targets():
 
 
 FIGURES = ["asymmetry_grid", "extrinsic_vs_intrinsic", "rank_vs_distance", "layer_trend", "preorder", "rank_deficiency"]
-TABLES = ["correlation.csv", "correlation.md", "correlation.tex", "figure2_fits.csv", "encoder_ranks.csv",
-          "rank_analysis.csv", "preorder_edges.csv", "preorder_ranking.csv"]
+TABLES = [
+    "correlation.csv",
+    "correlation.md",
+    "correlation.tex",
+    "figure2_fits.csv",
+    "encoder_ranks.csv",
+    "rank_analysis.csv",
+    "preorder_edges.csv",
+    "preorder_ranking.csv",
+]
 # Families with a `step` axis (checkpoints), re-expanded from the config: the training-dynamics figure
 DYNAMICS_FAMILIES = training_dynamics_members(family_members(config.get("encoder_families")))
 if DYNAMICS_FAMILIES:

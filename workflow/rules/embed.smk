@@ -9,8 +9,18 @@ rule embed:
     output:
         array=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.npy",
         meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.json",
+    log:
+        f"{RESULTS}/logs/embed/{{encoder}}_{{task}}_{{split}}.log",
     wildcard_constraints:
         encoder=_alternatives(MODEL_ENCODERS),
+    conda:
+        "../envs/embed.yaml"
+    threads: 2
+    resources:
+        gpu=GPU_REQUEST,
+        mem_mb=embed_resource("mem_mb"),
+        runtime=embed_resource("runtime"),
+        disk_mb=embed_resource("disk_mb"),
     params:
         spec=lambda wildcards: config["encoders"][wildcards.encoder],
         staged=lambda wildcards: (
@@ -22,16 +32,6 @@ rule embed:
         positions=LAYERS,
         embedding=config["embedding"],
         device=config["device"],
-    threads: 2
-    resources:
-        gpu=GPU_REQUEST,
-        mem_mb=embed_resource("mem_mb"),
-        runtime=embed_resource("runtime"),
-        disk_mb=embed_resource("disk_mb"),
-    log:
-        f"{RESULTS}/logs/embed/{{encoder}}_{{task}}_{{split}}.log",
-    conda:
-        "../../envs/embed.yaml"
     script:
         "../scripts/embed.py"
 
@@ -44,12 +44,12 @@ rule derive:
         train_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/train.json",
         dev=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.npy",
         dev_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.json",
+    log:
+        f"{RESULTS}/logs/derive/{{encoder}}_{{task}}.log",
     wildcard_constraints:
         encoder=_alternatives(DERIVED_ENCODERS),
-    params:
-        spec=lambda wildcards: config["encoders"][wildcards.encoder],
-        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
-        storage_dtype=config["embedding"]["storage_dtype"],
+    conda:
+        "../envs/compute.yaml"
     resources:
         mem_mb=lambda wildcards, attempt: embed_resources(
             TASK_SIZES[(wildcards.task, "train")] + TASK_SIZES[(wildcards.task, "dev")],
@@ -58,9 +58,9 @@ rule derive:
             attempt,
         )["mem_mb"],
         runtime=lambda wildcards, attempt: 10 * attempt,
-    log:
-        f"{RESULTS}/logs/derive/{{encoder}}_{{task}}.log",
-    conda:
-        "../../envs/compute.yaml"
+    params:
+        spec=lambda wildcards: config["encoders"][wildcards.encoder],
+        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
+        storage_dtype=config["embedding"]["storage_dtype"],
     script:
         "../scripts/derive.py"

@@ -15,19 +15,19 @@ rule probe:
             layer=LAYERS,
         ),
         metrics=f"{RESULTS}/probes/{{task}}/metrics/{{encoder}}.csv",
+    log:
+        f"{RESULTS}/logs/probe/{{encoder}}_{{task}}.log",
+    conda:
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=probe_resource("mem_mb"),
+        runtime=probe_resource("runtime"),
     params:
         task_spec=lambda wildcards: config["tasks"][wildcards.task],
         layers=LAYERS,
         settings=config["probe"],
         n_random=config["extrinsic"]["n_random_classifiers"],
         random_probes=config["extrinsic"]["random_probes"],
-    resources:
-        mem_mb=probe_resource("mem_mb"),
-        runtime=probe_resource("runtime"),
-    log:
-        f"{RESULTS}/logs/probe/{{encoder}}_{{task}}.log",
-    conda:
-        "../../envs/compute.yaml"
     script:
         "../scripts/probe.py"
 
@@ -37,15 +37,15 @@ rule probe_table:
         expand(f"{RESULTS}/probes/{{{{task}}}}/metrics/{{encoder}}.csv", encoder=ENCODERS),
     output:
         f"{RESULTS}/probes/{{task}}/{{layer}}.csv",
-    params:
-        encoders=ENCODERS,
-    resources:
-        mem_mb=fixed_resource("marker", "mem_mb"),
-        runtime=fixed_resource("marker", "runtime"),
     log:
         f"{RESULTS}/logs/probe_table/{{task}}_{{layer}}.log",
     conda:
-        "../../envs/compute.yaml"
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
+    params:
+        encoders=ENCODERS,
     script:
         "../scripts/probe_table.py"
 
@@ -63,21 +63,21 @@ rule extrinsic:
         d_worst_search=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_worst_search.csv",
         bound_worst=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/bound_worst.csv",
         diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
-    params:
-        encoders=ENCODERS,
-        settings=config["extrinsic"],
-        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
-        device=config["device"],
+    log:
+        f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
+    conda:
+        "../envs/compute.yaml"
     threads: 2
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
         runtime=pairwise_resource("runtime"),
         disk_mb=pairwise_resource("disk_mb"),
-    log:
-        f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
-    conda:
-        "../../envs/compute.yaml"
+    params:
+        encoders=ENCODERS,
+        settings=config["extrinsic"],
+        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
+        device=config["device"],
     script:
         "../scripts/extrinsic.py"
 
@@ -94,14 +94,14 @@ rule extrinsic_summary:
         probes=[f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS],
     output:
         f"{RESULTS}/extrinsic/summary.csv",
-    params:
-        task_layers=[(t, l) for t in TASKS for l in LAYERS],
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
     log:
         f"{RESULTS}/logs/extrinsic_summary.log",
     conda:
-        "../../envs/compute.yaml"
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
+    params:
+        task_layers=[(t, l) for t in TASKS for l in LAYERS],
     script:
         "../scripts/extrinsic_summary.py"

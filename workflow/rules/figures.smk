@@ -13,17 +13,17 @@ rule figure_asymmetry_grid:
             subcategory="Figures 1/4: asymmetry",
         ),
         pdf=f"{RESULTS}/figures/asymmetry_grid.pdf",
+    log:
+        f"{RESULTS}/logs/figures/asymmetry_grid.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
         layers=LAYERS,
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
-    log:
-        f"{RESULTS}/logs/figures/asymmetry_grid.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/figure_asymmetry_grid.py"
 
@@ -31,11 +31,7 @@ rule figure_asymmetry_grid:
 rule figure_extrinsic_vs_intrinsic:
     input:
         intrinsic=[f"{RESULTS}/intrinsic/{t}/{TABLE_LAYER}/d_aff.csv" for t in TASKS],
-        extrinsic=[
-            f"{RESULTS}/extrinsic/{t}/{TABLE_LAYER}/{m}.csv"
-            for t in TASKS
-            for m in EXTRINSIC_MEASURES
-        ],
+        extrinsic=[f"{RESULTS}/extrinsic/{t}/{TABLE_LAYER}/{m}.csv" for t in TASKS for m in EXTRINSIC_MEASURES],
     output:
         png=report(
             f"{RESULTS}/figures/extrinsic_vs_intrinsic.png",
@@ -50,6 +46,13 @@ rule figure_extrinsic_vs_intrinsic:
             category="Tables",
             subcategory="Figure 2: extrinsic vs intrinsic",
         ),
+    log:
+        f"{RESULTS}/logs/figures/extrinsic_vs_intrinsic.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
         extrinsic=EXTRINSIC_MEASURES,
@@ -57,13 +60,6 @@ rule figure_extrinsic_vs_intrinsic:
         group=GROUP,
         settings=STATS_SETTINGS,
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
-    log:
-        f"{RESULTS}/logs/figures/extrinsic_vs_intrinsic.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/figure_extrinsic_vs_intrinsic.py"
 
@@ -79,17 +75,17 @@ rule figure_layer_trend:
             subcategory="Layer trend",
         ),
         pdf=f"{RESULTS}/figures/layer_trend.pdf",
+    log:
+        f"{RESULTS}/logs/figures/layer_trend.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
         extrinsic=EXTRINSIC_MEASURES,
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
-    log:
-        f"{RESULTS}/logs/figures/layer_trend.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/figure_layer_trend.py"
 
@@ -105,17 +101,17 @@ rule figure_rank_deficiency:
             subcategory="Rank deficiency (Figure 3)",
         ),
         pdf=f"{RESULTS}/figures/rank_deficiency.pdf",
+    log:
+        f"{RESULTS}/logs/figures/rank_deficiency.log",
+    conda:
+        "../envs/plot.yaml"
+    resources:
+        mem_mb=fixed_resource("table", "mem_mb"),
+        runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
         layer=RD_LAYER,
         run_name=RUN,
-    resources:
-        mem_mb=fixed_resource("table", "mem_mb"),
-        runtime=fixed_resource("table", "runtime"),
-    log:
-        f"{RESULTS}/logs/figures/rank_deficiency.log",
-    conda:
-        "../../envs/plot.yaml"
     script:
         "../scripts/figure_rank_deficiency.py"
 
@@ -139,14 +135,14 @@ if DYNAMICS_FAMILIES:
                 category="Tables",
                 subcategory="Training dynamics",
             ),
+        log:
+            f"{RESULTS}/logs/figures/training_dynamics.log",
+        conda:
+            "../envs/plot.yaml"
         params:
             tasks=TASKS,
             layers=LAYERS,
             families=DYNAMICS_FAMILIES,
             run_name=RUN,
-        log:
-            f"{RESULTS}/logs/figures/training_dynamics.log",
-        conda:
-            "../../envs/plot.yaml"
         script:
             "../scripts/figure_training_dynamics.py"

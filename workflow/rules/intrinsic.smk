@@ -8,27 +8,24 @@ rule intrinsic:
     input:
         all_train_embeddings,
     output:
-        **{
-            m: f"{RESULTS}/intrinsic/{{task}}/{{layer}}/{m}.csv"
-            for m in INTRINSIC_MEASURES
-        },
+        **{m: f"{RESULTS}/intrinsic/{{task}}/{{layer}}/{m}.csv" for m in INTRINSIC_MEASURES},
         rank=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/rank.csv",
         solver=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_solver.csv",
         weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
-    params:
-        encoders=ENCODERS,
-        measures=INTRINSIC_MEASURES,
-        settings=config["intrinsic"],
-        device=config["device"],
+    log:
+        f"{RESULTS}/logs/intrinsic/{{task}}_{{layer}}.log",
+    conda:
+        "../envs/compute.yaml"
     threads: 2
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
         runtime=pairwise_resource("runtime"),
         disk_mb=pairwise_resource("disk_mb"),
-    log:
-        f"{RESULTS}/logs/intrinsic/{{task}}_{{layer}}.log",
-    conda:
-        "../../envs/compute.yaml"
+    params:
+        encoders=ENCODERS,
+        measures=INTRINSIC_MEASURES,
+        settings=config["intrinsic"],
+        device=config["device"],
     script:
         "../scripts/intrinsic.py"

@@ -15,16 +15,16 @@ rule provenance:
         stages=[t for t in all_targets() if t != f"{RESULTS}/provenance.json"],
     output:
         f"{RESULTS}/provenance.json",
-    params:
-        config=config,
-        repo=workflow.basedir,
-        logs=f"{RESULTS}/logs",
-    resources:
-        mem_mb=fixed_resource("marker", "mem_mb"),
-        runtime=fixed_resource("marker", "runtime"),
     log:
         f"{RESULTS}/logs/provenance.log",
     conda:
-        "../../envs/compute.yaml"
+        "../envs/compute.yaml"
+    resources:
+        mem_mb=fixed_resource("marker", "mem_mb"),
+        runtime=fixed_resource("marker", "runtime"),
+    params:
+        config=config,
+        repo=str(PROJECT_DIR),
+        logs=f"{RESULTS}/logs",
     script:
         "../scripts/provenance.py"
