@@ -41,6 +41,8 @@ def projection_of(config: dict, k: int, n: int, n_layers: int = 2, copies: int =
 
 
 def test_projection_grows_as_the_model_says(paper_config) -> None:
+    paper_config = copy.deepcopy(paper_config)
+    paper_config["intrinsic"]["measures"] = ["d_aff", "d_lin", "cka"]  # every stage counted
     base = projection_of(paper_config, 4, N_REF)
     # pairwise stages grow as K (K - 1), per-encoder stages as K
     double_k = projection_of(paper_config, 8, N_REF)
@@ -70,6 +72,19 @@ def test_projection_follows_the_config(paper_config) -> None:
     with_grid = projection_of(config, 4, N_REF, copies=10)
     assert with_grid.rules["rank_deficiency"] == pytest.approx(
         10 * STAGE_COSTS["factorise"].seconds(N_REF, D_REF) + 90 * STAGE_COSTS["d_aff"].seconds(N_REF, D_REF))
+
+
+def test_projection_counts_only_the_selected_measures(paper_config) -> None:
+    config = copy.deepcopy(paper_config)
+    config["intrinsic"]["measures"] = ["d_aff"]
+    bare = projection_of(config, 4, N_REF)
+    assert bare.stages["d_lin"] == bare.stages["baselines"] == 0
+    config["intrinsic"]["measures"] = ["d_aff", "d_lin", "pwcca"]
+    both = projection_of(config, 4, N_REF)
+    # each selected stage adds its K (K - 1) pairs per layer, to the intrinsic rule only
+    added = 2 * 12 * (STAGE_COSTS["d_lin"].seconds(N_REF, D_REF) + STAGE_COSTS["baselines"].seconds(N_REF, D_REF))
+    assert both.rules["intrinsic"] - bare.rules["intrinsic"] == pytest.approx(added)
+    assert both.rules["extrinsic"] == bare.rules["extrinsic"]
 
 
 def test_stage_cost_formula() -> None:

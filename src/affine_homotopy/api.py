@@ -48,7 +48,8 @@ import torch
 
 from .errors import ConvergenceWarning, UpcastWarning
 from .linalg import DTYPES, select_device
-from .names import INTRINSIC_MEASURES as MEASURES  # the one list of measure names, re-exported
+from .measures import D_AFF_FAMILY
+from .measures import INTRINSIC_MEASURES as MEASURES  # the registry's names, re-exported
 
 __all__ = [
     "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "PairwiseTable",
@@ -505,7 +506,7 @@ def pairwise(
     check_same_examples(list(zip(names, arrays)))
     settings = _settings(chosen, tol, max_iter, rank_multiplier, dtype, device, solver=solver)
     result = _engine(arrays, names, settings)
-    if {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"} & set(chosen):
+    if set(D_AFF_FAMILY) & set(chosen):
         upper, lower = result.matrices["d_aff"], result.matrices["d_aff_lower"]
         missed = ~np.asarray(result.converged, dtype=bool)
         np.fill_diagonal(missed, False)

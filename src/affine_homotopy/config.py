@@ -21,6 +21,7 @@ import yaml
 
 from .errors import ConfigError
 from .layers import check_layer_spec, configured_label, layer_positions
+from .measures import check_measure_selection
 from .tasks import GLUE_TASKS, glue_dir_files
 
 __all__ = ["ConfigError", "GLUE_TASKS", "check_config", "expand_families", "family_members", "load_config",
@@ -136,6 +137,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
         raise ConfigError(_with_family_note(str(error), members)) from None
     _check_encoders(config["encoders"], layer_positions(config["layers"]), job_env)
     _check_tasks(config["tasks"])
+    check_measure_selection(config)  # intrinsic.measures and what the analysis needs of it (measures.py)
     training_dynamics_members(members)  # a step axis must be numeric
     analysis = config["analysis"]
     positions = layer_positions(config["layers"])

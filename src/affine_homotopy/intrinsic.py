@@ -73,11 +73,11 @@ import torch
 from .errors import ConfigError
 from .linalg import Factors, WeightedLeastSquares, factorise, float32_floor, thin_svd
 from .minimax import DEFAULT_MEMORY, DEFAULT_SOLVER, SOLVERS, MinimaxResult, minimax_fit
-from .names import INTRINSIC_MEASURES
+from .measures import BASELINES, D_AFF_FAMILY, INTRINSIC_MEASURES
 
 log = logging.getLogger(__name__)
 
-MEASURES = INTRINSIC_MEASURES  # the file stems of intrinsic/<task>/<layer>/ (defined in names.py)
+MEASURES = INTRINSIC_MEASURES  # the file stems of intrinsic/<task>/<layer>/ (the registry: measures.py)
 SVCCA_VARIANCE = 0.99
 
 
@@ -218,12 +218,12 @@ def pairwise_intrinsic(
         if not others:
             continue
         tick = time.monotonic()
-        if wanted & {"procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso"}:
+        if wanted & set(BASELINES):
             for key, values in _baselines_for_source(fi, factors, others).items():
                 matrices[key][i, others] = values
         timer["baselines"] += time.monotonic() - tick
         tick = time.monotonic()
-        if wanted & {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"}:
+        if wanted & set(D_AFF_FAMILY):
             for block, result in _solve_blocks(fi.affine_design(), target_parts, others, settings):
                 matrices["d_aff"][i, block] = result.upper.cpu().numpy()
                 matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
@@ -257,8 +257,7 @@ def pairwise_intrinsic(
         np.fill_diagonal(matrices[key], 0.0)
     np.fill_diagonal(matrices["psi_norm"], 1.0)  # the identity map
     ranks = np.array([f.rank for f in factors])
-    families = {"d_aff": ("d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"), "d_lin": ("d_lin", "d_lin_lower"),
-                "baselines": ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")}
+    families = {"d_aff": D_AFF_FAMILY, "d_lin": ("d_lin", "d_lin_lower"), "baselines": BASELINES}
     computed = {m for members in families.values() if wanted & set(members) for m in members}
     lin = "d_lin" in computed
     return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer,

@@ -48,7 +48,7 @@ from affine_homotopy.config import (
     rank_deficiency_group,
     training_dynamics_members,
 )
-from affine_homotopy.names import EXTRINSIC_MEASURES as _EXTRINSIC, INTRINSIC_MEASURES as _INTRINSIC
+from affine_homotopy.measures import EXTRINSIC_MEASURES as _EXTRINSIC, stage_outputs
 from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
 
 # Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
@@ -150,8 +150,9 @@ if DYNAMICS_FAMILIES:
     TABLES.append("training_dynamics.csv")
 # Extrinsic matrices (files extrinsic/<task>/layer<L>/<name>.csv) that the analysis correlates.
 EXTRINSIC_MEASURES = list(_EXTRINSIC)
-# Intrinsic measures: the CSV stems of intrinsic/<task>/<layer>/ (one list, in the package)
-INTRINSIC_MEASURES = list(_INTRINSIC)
+# Intrinsic measures the intrinsic stage computes and writes (intrinsic.measures with the companions of d_aff;
+# checked against what the analysis needs by check_config): the CSV stems of intrinsic/<task>/<layer>/
+INTRINSIC_MEASURES = list(stage_outputs(config["intrinsic"]["measures"]))
 # A job that can use a GPU (embed, intrinsic, extrinsic, rank_deficiency) asks for one only when the
 # config lets it (device: auto or cuda): with device: cpu no job waits for a GPU.
 GPU_REQUEST = 0 if config["device"] == "cpu" else 1
