@@ -185,8 +185,15 @@ def pairwise_intrinsic(
     representations: Sequence[np.ndarray],
     names: Sequence[str] | None = None,
     settings: SolverSettings | None = None,
+    pairs: Sequence[tuple[int, int]] | None = None,
 ) -> IntrinsicResult:
-    """Every measure of the module docstring for every ordered pair; see there for conventions."""
+    """Every measure of the module docstring for every ordered pair; see there for conventions.
+
+    ``pairs``: the ordered pairs ``(i, j)`` (``i`` mapped onto ``j``, ``i != j``) to compute, instead of
+    all of them; only the encoders they name are factorised, and the matrices hold NaN at the pairs
+    not computed (the diagonal stays 0, ``psi_norm``'s 1). ``representations`` may be numpy arrays
+    or torch tensors (moved to ``settings.device``).
+    """
     settings = settings or SolverSettings()
     if settings.solver not in SOLVERS:
         raise ConfigError(f"unknown minimax solver {settings.solver!r} (config key 'intrinsic.solver'); "
@@ -198,10 +205,19 @@ def pairwise_intrinsic(
         raise ValueError(f"all encoders need the same examples (rows); got row counts {sorted(rows)}")
     n = rows.pop()
     wanted = set(settings.measures)
+    if pairs is None:
+        chosen = {i: [j for j in range(count) if j != i] for i in range(count)}
+    else:
+        bad = [pair for pair in pairs if len(pair) != 2 or pair[0] == pair[1]
+               or not all(0 <= int(k) < count for k in pair)]
+        if bad:
+            raise ValueError(f"pairs {bad}: each pair is (i, j) with i != j, both in 0..{count - 1}")
+        chosen = {i: sorted({int(b) for a, b in pairs if int(a) == i}) for i in range(count)}
+    used = {i for i, targets in chosen.items() if targets} | {j for targets in chosen.values() for j in targets}
     timer: dict[str, float] = {"factorise": 0.0, "baselines": 0.0, "d_aff": 0.0, "d_lin": 0.0}
     started = time.monotonic()
     factors = [factorise(rep, settings.multiplier, settings.dtype, settings.device, uncentred="d_lin" in wanted)
-               for rep in representations]
+               if k in used else None for k, rep in enumerate(representations)]
     timer["factorise"] = time.monotonic() - started
     matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
     # float64: the map rebuilt from them must reproduce d_aff (an ill-conditioned weighted fit amplifies rounding)
@@ -211,11 +227,12 @@ def pairwise_intrinsic(
     lin_iterations = np.zeros((count, count), dtype=int)
     lin_converged = np.ones((count, count), dtype=bool)
     # each target in its own coordinates (same row norms and residuals as the data), built once
-    target_parts = [(f.Q * f.s, f.row_norm_max) for f in factors]
-    raw_parts = [(f.Q_raw * f.s_raw, f.raw_row_norm_max) for f in factors] if "d_lin" in wanted else []
+    target_parts = [(f.Q * f.s, f.row_norm_max) if f is not None else None for f in factors]
+    raw_parts = ([(f.Q_raw * f.s_raw, f.raw_row_norm_max) if f is not None else None for f in factors]
+                 if "d_lin" in wanted else [])
     for i, fi in enumerate(factors):
-        others = [j for j in range(count) if j != i]
-        if not others:
+        others = chosen[i]
+        if not others or fi is None:
             continue
         tick = time.monotonic()
         if wanted & set(BASELINES):
@@ -251,12 +268,18 @@ def pairwise_intrinsic(
                 lin_converged[i, block] = result.converged.cpu().numpy()
         timer["d_lin"] += time.monotonic() - tick
         log.info("source %d/%d '%s' done (%.1f s so far)", i + 1, count, names[i], time.monotonic() - started)
-    dims = np.array([f.dim for f in factors])
+    dims = np.array([int(rep.shape[1]) for rep in representations])
     matrices["d_aff_msd"] = matrices["d_aff"] ** 2 / dims[None, :]
+    if pairs is not None:  # the pairs not asked for were not computed
+        skipped = np.ones((count, count), dtype=bool)
+        for i, targets in chosen.items():
+            skipped[i, targets] = False
+        for key in matrices:
+            matrices[key][skipped] = np.nan
     for key in matrices:
         np.fill_diagonal(matrices[key], 0.0)
     np.fill_diagonal(matrices["psi_norm"], 1.0)  # the identity map
-    ranks = np.array([f.rank for f in factors])
+    ranks = np.array([f.rank if f is not None else -1 for f in factors])  # -1: not factorised (in no pair)
     families = {"d_aff": D_AFF_FAMILY, "d_lin": ("d_lin", "d_lin_lower"), "baselines": BASELINES}
     computed = {m for members in families.values() if wanted & set(members) for m in members}
     lin = "d_lin" in computed
