@@ -30,7 +30,9 @@ Measures (all distances; 0 = identical up to the map class; names are the CSV fi
     Operator (spectral) norm of the linear part of the map that attains ``d_aff``; Lemma 5.2
     multiplies it into the extrinsic bound.
 ``d_lin``
-    As ``d_aff`` with a linear map (no bias), on uncentred representations.
+    As ``d_aff`` with a linear map (no bias), on uncentred representations. Opt-in (not in the
+    paper's tables): pairs whose residuals are effectively one-dimensional (a full-rank encoder whose
+    span lacks the target's mean) need hundreds of fits; see :mod:`affine_homotopy.minimax`.
 ``d_iso``
     Largest residual of the orthogonal Procrustes map plus bias (``x -> (x - mu_x) R + mu_y``,
     ``R`` the (semi-)orthogonal maximiser of ``tr(R^T X_c^T Y_c)``): the paper's symmetric
