@@ -389,7 +389,7 @@ def test_job_stops_on_non_finite_embeddings_and_writes_nothing(tmp_path: Path, r
                                                             "diagnostics")}
     outputs["weights"] = str(out / "weights.npy")
     settings = {"tol": 1e-3, "max_iter": 100, "rank_tolerance_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
-                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float64"}
+                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float64", "working_set": True}
     if rule == "intrinsic":
         params = {"settings": settings, "encoders": ["good", "broken"], "measures": ["d_aff"], "device": "cpu"}
         job_input = inputs
@@ -416,7 +416,7 @@ def test_intrinsic_job_writes_solver_columns_and_one_warning(tmp_path: Path) -> 
     outputs = {name: str(out / f"{name}.csv") for name in (*measures, "rank", "solver")}
     outputs["weights"] = str(out / "weights.npy")
     settings = {"tol": 1e-9, "max_iter": 2, "rank_tolerance_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
-                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float32"}
+                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float32", "working_set": True}
     params = {"settings": settings, "encoders": ["good", "broken"], "measures": measures, "device": "cpu"}
     snakemake = fake_snakemake(tmp_path, inputs, outputs, params, {"task": "toy", "layer": "layer6"}, "intrinsic")
     runpy.run_path(str(REPO / "workflow" / "scripts" / "intrinsic.py"), init_globals={"snakemake": snakemake},
