@@ -102,3 +102,13 @@ def test_start_up_estimate_reports_the_projection(paper_config) -> None:
     assert set(projection.rules) == {"intrinsic", "probe", "extrinsic", "rank_deficiency"}
     assert projection.total > 0 and projection.rules["rank_deficiency"] > 0
     assert f"dominant stage: {projection.dominant_stage}" in projection.summary()
+
+
+def test_the_intrinsic_runtime_estimate_follows_the_measure_selection() -> None:
+    from affine_homotopy.resources import minimax_solves, pairwise_resources
+
+    assert minimax_solves({"intrinsic": {"measures": ["d_aff", "cka"]}}) == 1
+    assert minimax_solves({"intrinsic": {"measures": ["d_aff", "d_lin"]}}) == 2
+    one = pairwise_resources(20_000, [768] * 10, 1024, solves=1)["runtime"]
+    two = pairwise_resources(20_000, [768] * 10, 1024, solves=2)["runtime"]
+    assert two - 10 == pytest.approx(2 * (one - 10), abs=2)  # 10 minutes of start-up, the rest per solve

@@ -69,3 +69,4 @@ def test_every_rule_in_the_rule_files_declares_memory_and_time() -> None:
         resources = re.search(r"(?m)^    resources:\n((?:        .*\n)+)", block)
         assert resources, f"{file}: rule {name} declares no resources"
         assert "mem_mb=" in resources[1] and "runtime=" in resources[1], f"{file}: rule {name}"
+

@@ -70,17 +70,26 @@ def embed_resources(n: int, width: int, n_layers: int, attempt: int = 1) -> dict
     }
 
 
-def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int = 8, attempt: int = 1) -> dict[str, int]:
-    """Intrinsic/extrinsic all-pairs jobs: every encoder's factors (N x D, twice) stay in memory."""
+def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int = 8, attempt: int = 1,
+                       solves: int = 1) -> dict[str, int]:
+    """Intrinsic/extrinsic all-pairs jobs: every encoder's factors (N x D, twice) stay in memory.
+
+    ``solves``: minimax solves per ordered pair (the intrinsic job: 1 for d_aff, 2 when
+    ``intrinsic.measures`` also selects d_lin; :func:`minimax_solves`)."""
     k = len(widths)
     factors_mb = sum(3 * n * d * itemsize for d in widths) / MB
     inputs_mb = sum(n * d * 4 for d in widths) / MB
     return {
         "mem_mb": _scaled(2000 + factors_mb + inputs_mb + 2 * block_mb, attempt),
         # ~40 Lawson iterations of 6 N D^2 flops per ordered pair at ~20 GFLOP/s on a few cores
-        "runtime": _scaled(10 + k * (k - 1) * 40 * 6 * n * max(widths) ** 2 / 20e9 / 60, attempt),
+        "runtime": _scaled(10 + solves * k * (k - 1) * 40 * 6 * n * max(widths) ** 2 / 20e9 / 60, attempt),
         "disk_mb": _scaled(k * k * n * 8 / MB + 20 * k * k * 20 / MB + 10, 1),
     }
+
+
+def minimax_solves(config: Mapping[str, Any]) -> int:
+    """Minimax solves per ordered pair of the intrinsic job: d_aff, and d_lin when selected."""
+    return len({"d_aff", "d_lin"} & set(config["intrinsic"]["measures"]))
 
 
 def study_projection(config: Mapping[str, Any]) -> Projection:

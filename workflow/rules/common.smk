@@ -166,6 +166,7 @@ from affine_homotopy.resources import (
     embed_resources,
     encoder_width,
     fixed_resources,
+    minimax_solves,
     pairwise_resources,
     probe_resources,
     study_estimate,
@@ -184,11 +185,11 @@ def embed_resource(key):
     return estimate
 
 
-def pairwise_resource(key):
+def pairwise_resource(key, solves=1):
     def estimate(wildcards, attempt):
         n = TASK_SIZES[(wildcards.task, "train")]
         block = config["intrinsic"]["block_mb"]
-        return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt)[key]
+        return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt, solves)[key]
 
     return estimate
 

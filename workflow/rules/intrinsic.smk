@@ -20,7 +20,7 @@ rule intrinsic:
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
-        runtime=pairwise_resource("runtime"),
+        runtime=pairwise_resource("runtime", minimax_solves(config)),
         disk_mb=pairwise_resource("disk_mb"),
     params:
         encoders=ENCODERS,
