@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
     parser.add_argument("--embeddings", type=Path, help="a finished demo's results/<run>/embeddings folder")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--only", choices=("before", "after"), help="run one setting only (no ratio)")
     args = parser.parse_args()
     config = check_config(yaml.safe_load(args.config.read_text()), REPO / "workflow" / "schemas" / "config.schema.yaml")
     torch.set_num_threads(args.threads)
@@ -58,6 +59,8 @@ def main() -> None:
         "after": dict(measures=tuple(config["intrinsic"]["measures"]), max_iter=intrinsic["max_iter"],
                       working_set=intrinsic["working_set"]),
     }
+    if args.only:
+        settings = {args.only: settings[args.only]}
     say(f"{platform.node()}: {os.cpu_count()} CPUs (shared with other jobs), {args.threads} torch threads, torch "
         f"{torch.__version__}, load {os.getloadavg()[0]:.2f}; tol {intrinsic['tol']}; before = every measure, max_iter "
         f"100; after = {list(settings['after']['measures'])}, max_iter {intrinsic['max_iter']}")
@@ -91,6 +94,9 @@ def main() -> None:
                 parts.append(f"{label} {wall:5.1f} s wall / {cpu:5.1f} s CPU (d_aff {result.seconds['d_aff']:.1f} s, "
                              f"d_lin {result.seconds['d_lin']:.1f} s; d_aff fits max {result.iterations[off].max()}, "
                              f"{misses} missed tol)")
+            if len(results) < 2:
+                say(f"{task} layer {layer}: " + "; ".join(parts))
+                continue
             off = ~np.eye(len(names), dtype=bool)
             a, b = results["before"].matrices, results["after"].matrices
             overlap = bool(np.all(a["d_aff_lower"][off] <= b["d_aff"][off] * (1 + 1e-9))
@@ -99,6 +105,8 @@ def main() -> None:
             say(f"{task} layer {layer}: " + "; ".join(parts) + f"; intervals overlap {overlap}")
     for label, (wall, cpu) in totals.items():
         say(f"{label}: intrinsic stage {wall:.1f} s wall, {cpu:.1f} s CPU; d_aff pairs missing tol {missed[label]}")
+    if len(totals) < 2:
+        return
     say(f"after / before: wall {totals['after'][0] / totals['before'][0]:.2f}, CPU "
         f"{totals['after'][1] / totals['before'][1]:.2f}; d_aff intervals overlap everywhere: {overlap_all}; "
         f"load at the end {os.getloadavg()[0]:.2f}")
