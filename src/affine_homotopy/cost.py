@@ -51,7 +51,7 @@ class StageCost:
 # points mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target, hence its larger residual
 STAGE_COSTS: dict[str, StageCost] = {
     "factorise": StageCost(0.367, 0.80, 1.87, "encoder"),
-    "d_aff": StageCost(6.16, 1.18, 2.03, "ordered pair"),
+    "d_aff": StageCost(6.7, 0.94, 2.02, "ordered pair"),  # re-measured with the working set (2026-12-01, load 9-15)
     "d_lin": StageCost(8.95, 1.40, 1.42, "ordered pair"),
     "baselines": StageCost(0.286, 0.68, 2.24, "ordered pair"),
     "task_probe": StageCost(12.6, 0.99, 1.71, "encoder layer"),
