@@ -67,6 +67,23 @@ def cpu_seconds(function):
 # measure
 
 
+def measure_solver(reps: list[np.ndarray]) -> dict[str, tuple[float, int, str]]:
+    """Per-unit CPU seconds of the factorisation and the d_aff solver alone (``measure --only-solver``)."""
+    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.linalg import factorise
+
+    k = len(reps)
+    pairs = k * (k - 1)
+    _, seconds = cpu_seconds(lambda: [factorise(r) for r in reps])
+    factorise_each = seconds / k
+    intrinsic, seconds = cpu_seconds(lambda: pairwise_intrinsic(
+        reps, [f"e{i}" for i in range(k)], SolverSettings(measures=("d_aff",), keep_weights=True, tol=1e-3)))
+    off = ~np.eye(k, dtype=bool)
+    say(f"    d_aff fits {intrinsic.iterations[off].tolist()} (median {np.median(intrinsic.iterations[off]):.0f})")
+    return {"factorise": (factorise_each, k, "encoder"),
+            "d_aff": ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")}
+
+
 def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int) -> dict[str, tuple[float, int, str]]:
     """Per-unit CPU seconds of every stage on ``reps`` (K encoders of N rows): stage -> (seconds, units, unit)."""
     from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances
@@ -124,6 +141,9 @@ def measure(args: argparse.Namespace) -> None:
     full = sum(1 for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip())
     sizes = [2000, 8000] if args.quick else [2000, 8000, 20000, full]
     wide_sizes = [2000] if args.quick else [2000, 8000]
+    if args.sizes:
+        sizes = [min(n, full) for n in args.sizes]
+        wide_sizes = [n for n in wide_sizes if n in sizes]
     say(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, 1 torch thread, "
         f"torch {torch.__version__}; data: all-MiniLM-L6-v2 mean-pooled SST-2 training sentences (layers 1-6)")
     tick = time.perf_counter()
@@ -136,7 +156,8 @@ def measure(args: argparse.Namespace) -> None:
     runs = [(n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]])
             for n in sizes]
     runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)]) for n in wide_sizes]
-    runs.append((2000, 384, [embedded[layer] for layer in range(6)]))  # K = 6: per-pair cost independent of K
+    if not args.only_solver:
+        runs.append((2000, 384, [embedded[layer] for layer in range(6)]))  # K = 6: per-pair cost independent of K
     for n, d, full_reps in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
         # d_worst's cost per classifier depends on how many classifiers share a block (the working
@@ -145,7 +166,7 @@ def measure(args: argparse.Namespace) -> None:
         tick = time.perf_counter()
         say(f"N = {n}, D = {d}, K = {len(reps)}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
             f"load {os.getloadavg()[0]:.2f})")
-        stages = measure_one(reps, labels_all[:n], n_random)
+        stages = measure_solver(reps) if args.only_solver else measure_one(reps, labels_all[:n], n_random)
         rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                  "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
                  "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d")}
@@ -168,7 +189,9 @@ def read_measurements(path: Path = MEASUREMENTS) -> list[dict[str, str]]:
 def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
     from affine_homotopy.cost import STAGE_COSTS, fit_stage
 
-    rows = [r for r in read_measurements() if int(r["k"]) == 3]
+    # the latest measurement of each (stage, N, D, K) counts (a re-measured stage replaces its old rows)
+    latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements()}
+    rows = [r for r in latest.values() if int(r["k"]) == 3]
     by_stage: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
     for row in rows:
         by_stage[row["stage"]].append((int(row["n"]), int(row["d"]), float(row["seconds_per_unit"])))
@@ -308,6 +331,8 @@ def main() -> None:
     m = sub.add_parser("measure")
     m.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
     m.add_argument("--quick", action="store_true")
+    m.add_argument("--only-solver", action="store_true", help="only the factorisation and d_aff (the solver rows)")
+    m.add_argument("--sizes", type=int, nargs="+", help="these N only (D = 768 at those of 2,000 and 8,000)")
     sub.add_parser("fit")
     p = sub.add_parser("project")
     p.add_argument("--configfile", default=str(ROOT / "config" / "paper.yaml"))

@@ -226,3 +226,125 @@ def test_importing_the_package_stays_light() -> None:
             "heavy = [m for m in ('pandas', 'transformers', 'snakemake', 'matplotlib') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# ---------------------------------------------------------------------------------------------
+# one pair, torch input, devices and probes
+
+
+def test_a_single_pair_solves_only_that_pair(encoders, monkeypatch) -> None:
+    """d_aff(X, Y) runs the solver on X -> Y only (never Y -> X), and equals the all-pairs engine's cell."""
+    from affine_homotopy import minimax
+
+    calls = []
+    original = minimax.minimax_fit
+
+    def counting(design, targets, *args, **kwargs):
+        calls.append((tuple(design.shape), tuple(targets.shape)))
+        return original(design, targets, *args, **kwargs)
+
+    monkeypatch.setattr("affine_homotopy.intrinsic.minimax_fit", counting)
+    x, y = encoders["x"], encoders["y"]
+    result = ah.d_aff(x, y, TOL, MAX_ITER)
+    assert len(calls) == 1 and calls[0][1][0] == 1  # one solve of one target
+    assert calls[0][0][1] == np.linalg.matrix_rank(x - x.mean(axis=0)) + 1  # the design is x's
+    full = pairwise_intrinsic([x, y], ["x", "y"], SolverSettings(tol=TOL, max_iter=MAX_ITER))
+    assert close(result.upper, full.matrices["d_aff"][0, 1])
+
+
+def test_explicit_pairs_match_all_pairs_and_leave_the_rest_empty(encoders, engine) -> None:
+    reps, names = list(encoders.values()), list(encoders)
+    settings = SolverSettings(tol=TOL, max_iter=MAX_ITER)
+    some = pairwise_intrinsic(reps, names, settings, pairs=[(2, 0), (0, 1)])
+    for measure, matrix in some.matrices.items():
+        for i, j in ((2, 0), (0, 1)):
+            assert close(matrix[i, j], engine.matrices[measure][i, j]), measure
+        assert np.isnan(matrix[1, 0]) and np.isnan(matrix[1, 2]) and np.isnan(matrix[0, 2])
+    with pytest.raises(ValueError, match=r"pairs \[\(1, 1\)\]"):
+        pairwise_intrinsic(reps, names, settings, pairs=[(1, 1)])
+
+
+def test_torch_tensors_give_the_numpy_values_and_half_precision_is_upcast(encoders) -> None:
+    x, y = encoders["x"], encoders["y"]
+    assert close(float(ah.d_aff(torch.from_numpy(x), torch.from_numpy(y), TOL, MAX_ITER)),
+                 float(ah.d_aff(x, y, TOL, MAX_ITER)))
+    assert close(ah.cka(torch.from_numpy(x), y), ah.cka(x, y))
+    for half in (torch.bfloat16, torch.float16):
+        xh = torch.from_numpy(x).to(half)
+        with pytest.warns(UpcastWarning, match=rf"source has dtype {str(half)[6:]}; upcast to float64"):
+            value = ah.procrustes(xh, y)
+        # the upcast value is the value of the rounded data in float64
+        assert close(value, ah.procrustes(xh.to(torch.float64).numpy(), y))
+    with pytest.raises(ValueError, match=r"source \(shape \(120, 10\)\) holds 1 NaN/inf value\(s\) in 1 row\(s\), first in row 3"):
+        bad = torch.from_numpy(x.copy())
+        bad[3, 2] = float("nan")
+        ah.d_aff(bad, y)
+
+
+def test_the_default_device_follows_the_input_and_a_missing_device_is_named(encoders) -> None:
+    from affine_homotopy.api import resolve_device
+
+    x = encoders["x"]
+    assert resolve_device(None, [x]) == torch.device("cpu")
+    assert resolve_device(None, [x, torch.from_numpy(x)]) == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match=r"device='tpu0' is not a device"):
+        ah.d_aff(x, x, device="tpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"device='cuda': no CUDA device is visible"):
+            ah.d_aff(x, x, device="cuda")
+        with pytest.raises(ValueError, match=r"device='cuda:1'"):
+            ah.cka(x, x, device="cuda:1")
+
+
+@pytest.mark.optional(reason="needs a CUDA device")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_are_computed_on_their_device(encoders) -> None:
+    x, y = encoders["x"], encoders["y"]
+    on_gpu = ah.d_aff(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda(), 1e-3, MAX_ITER)
+    on_cpu = ah.d_aff(x, y, 1e-3, MAX_ITER)
+    assert on_gpu.lower <= on_cpu.upper * (1 + 1e-9) and on_cpu.lower <= on_gpu.upper * (1 + 1e-9)
+
+
+def test_probes_are_oriented_by_their_type(encoders) -> None:
+    """nn.Linear(D, C) has weight (C, D), a (weight, bias) pair weight (D, C): the same classifier in either
+    form gives the same d_psi, also when it is square (C = D), where the shape cannot tell."""
+    from affine_homotopy.api import _as_probe
+
+    rng = np.random.default_rng(3)
+    x, y = encoders["x"], encoders["y"]
+    torch.manual_seed(0)
+    for classes in (3, y.shape[1]):  # the second one is square
+        linear = torch.nn.Linear(y.shape[1], classes).double()
+        weight, bias = _as_probe(linear, y.shape[1])
+        np.testing.assert_array_equal(weight, linear.weight.detach().numpy().T)
+        # the logits the module computes
+        np.testing.assert_allclose(y @ weight + bias, linear(torch.from_numpy(y)).detach().numpy(), rtol=1e-12)
+        as_module = ah.d_psi(x, y, linear, tol=1e-3)
+        as_pair = ah.d_psi(x, y, (linear.weight.detach().numpy().T, linear.bias.detach().numpy()), tol=1e-3)
+        assert close(as_module.value, as_pair.value)
+    no_bias = torch.nn.Linear(y.shape[1], 2, bias=False)
+    np.testing.assert_array_equal(_as_probe(no_bias, y.shape[1])[1], np.zeros(2))
+
+    class Sklearnish:  # scikit-learn's convention: coef_ (C, D), intercept_ (C,)
+        coef_ = rng.standard_normal((3, y.shape[1]))
+        intercept_ = rng.standard_normal(3)
+
+    weight, bias = _as_probe(Sklearnish(), y.shape[1])
+    np.testing.assert_array_equal(weight, Sklearnish.coef_.T)
+    with pytest.raises(ValueError, match=r"torch.nn.Linear weight has shape \(2, 4\); expected \(C, D_target\) = \(C, 6\)"):
+        _as_probe(torch.nn.Linear(4, 2), y.shape[1])
+    with pytest.raises(ValueError, match=r"probe must be a torch.nn.Linear.*got str"):
+        _as_probe("probe", y.shape[1])
+
+
+def test_symmetric_measures_of_the_registry_are_symmetric(encoders) -> None:
+    """The registry's `symmetric` flag is an invariance of the values: symmetric measures give the same
+    value both ways on every pair, the others differ on some pair of these encoders."""
+    from affine_homotopy.measures import MEASURES as RECORDS
+
+    tables = ah.pairwise(encoders, [m for m in ah.MEASURES if m not in ("d_lin",)], tol=1e-3)
+    for name, table in tables.items():
+        values = table.values
+        symmetric = np.allclose(values, values.T, rtol=1e-7, atol=1e-10)
+        assert symmetric == RECORDS[name].symmetric, name

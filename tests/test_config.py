@@ -12,6 +12,7 @@ import yaml
 from affine_homotopy.config import check_config
 from affine_homotopy.errors import ConfigError, StagingError
 from affine_homotopy.encoders import load_encoder
+from affine_homotopy.measures import stage_outputs
 
 from .conftest import REPO
 
@@ -37,6 +38,11 @@ def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
     assert config["embedding"] == {"pooling": "mean", "max_length": 128, "batch_size": 64, "storage_dtype": "float32"}
     assert config["tasks"]["s"]["n_train"] == 2000 and config["device"] == "auto"
     assert config["intrinsic"]["rank_tolerance_multiplier"] == 5
+    # the default selection is what Table 1 and the figures need; d_lin is opt-in
+    from affine_homotopy.measures import DEFAULT_SELECTION
+
+    assert config["intrinsic"]["measures"] == list(DEFAULT_SELECTION) and "d_lin" not in DEFAULT_SELECTION
+    assert set(config["analysis"]["intrinsic_measures"]) <= set(stage_outputs(config["intrinsic"]["measures"]))
 
 
 def test_shipped_configs_are_valid(schema_path) -> None:
@@ -74,6 +80,15 @@ def test_shipped_configs_are_valid(schema_path) -> None:
         (lambda c: c.update(analysis={"rank_deficiency": {"layer": "last"}}),
          r"'analysis\.rank_deficiency\.layer' has value 'last', which is not one of the configured"),
         (lambda c: c["encoders"]["a"].update(pooling="max"), r"'encoders\.a\.pooling' has value 'max'; allowed values: mean, cls, last"),
+        (lambda c: c.update(intrinsic={"measures": ["d_aff", "d_lnn"]}),
+         r"'intrinsic\.measures' = \['d_aff', 'd_lnn'\] names unknown measure\(s\) \['d_lnn'\]\. Fix: choose from d_aff, d_lin"),
+        (lambda c: c.update(intrinsic={"measures": ["d_aff", "d_aff_ls"]}), r"d_aff_ls come with d_aff: list that instead"),
+        (lambda c: c.update(intrinsic={"measures": ["cka"]}), r"'intrinsic\.measures' = \['cka'\] lacks d_aff.*Fix: add d_aff"),
+        (lambda c: c.update(intrinsic={"measures": ["d_aff", "cka"]}, analysis={"intrinsic_measures": ["d_aff", "d_lin"]}),
+         r"'analysis\.intrinsic_measures' = \['d_aff', 'd_lin'\] asks Table 1 for \['d_lin'\], but config key "
+         r"'intrinsic\.measures' = \['d_aff', 'cka'\] does not compute it\. Fix: add d_lin to intrinsic\.measures"),
+        (lambda c: c.update(analysis={"intrinsic_measures": ["d_aff", "ckaa"]}),
+         r"'analysis\.intrinsic_measures' = \['d_aff', 'ckaa'\] names unknown measure\(s\) \['ckaa'\]"),
     ],
 )
 def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None:

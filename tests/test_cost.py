@@ -41,6 +41,8 @@ def projection_of(config: dict, k: int, n: int, n_layers: int = 2, copies: int =
 
 
 def test_projection_grows_as_the_model_says(paper_config) -> None:
+    paper_config = copy.deepcopy(paper_config)
+    paper_config["intrinsic"]["measures"] = ["d_aff", "d_lin", "cka"]  # every stage counted
     base = projection_of(paper_config, 4, N_REF)
     # pairwise stages grow as K (K - 1), per-encoder stages as K
     double_k = projection_of(paper_config, 8, N_REF)
@@ -72,6 +74,19 @@ def test_projection_follows_the_config(paper_config) -> None:
         10 * STAGE_COSTS["factorise"].seconds(N_REF, D_REF) + 90 * STAGE_COSTS["d_aff"].seconds(N_REF, D_REF))
 
 
+def test_projection_counts_only_the_selected_measures(paper_config) -> None:
+    config = copy.deepcopy(paper_config)
+    config["intrinsic"]["measures"] = ["d_aff"]
+    bare = projection_of(config, 4, N_REF)
+    assert bare.stages["d_lin"] == bare.stages["baselines"] == 0
+    config["intrinsic"]["measures"] = ["d_aff", "d_lin", "pwcca"]
+    both = projection_of(config, 4, N_REF)
+    # each selected stage adds its K (K - 1) pairs per layer, to the intrinsic rule only
+    added = 2 * 12 * (STAGE_COSTS["d_lin"].seconds(N_REF, D_REF) + STAGE_COSTS["baselines"].seconds(N_REF, D_REF))
+    assert both.rules["intrinsic"] - bare.rules["intrinsic"] == pytest.approx(added)
+    assert both.rules["extrinsic"] == bare.rules["extrinsic"]
+
+
 def test_stage_cost_formula() -> None:
     cost = StageCost(2.0, 1.5, 2.0, "ordered pair")
     assert cost.seconds(N_REF, D_REF) == 2.0
@@ -92,6 +107,7 @@ def test_start_up_estimate_reports_the_projection(paper_config) -> None:
 def toy_config(method: str = "sgd") -> dict:
     """The keys project() reads, set away from the measured settings so that every scale factor counts."""
     return {
+        "intrinsic": {"measures": ["d_aff", "d_lin", "d_iso", "cka"]},
         "probe": {"l2_grid": [0.01, 0.1], "max_iter": 250, "random_max_iter": 40},
         "extrinsic": {"n_random_classifiers": 10,
                       "random_probes": {"method": method, "epochs": 10, "learning_rates": [0.1, 0.2]},
@@ -126,3 +142,8 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
                                               "rank_deficiency": rank_deficiency}, rel=1e-12)
     assert projection.total / 3600 == pytest.approx(expected_hours, rel=1e-12)
     assert projection.summary(cores=2).startswith(f"{expected_hours / 2:.3g} h on 2 core(s)")
+    # the selection is honoured: without d_lin the intrinsic rule loses exactly its term
+    config = toy_config(method)
+    config["intrinsic"]["measures"] = ["d_aff", "d_iso", "cka"]
+    without = project(config, widths, {"task": n}, layers, copies)
+    assert without.rules["intrinsic"] == pytest.approx(intrinsic - layers * pairs * t("d_lin", wide), rel=1e-12)

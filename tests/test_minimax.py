@@ -390,7 +390,7 @@ def test_job_stops_on_non_finite_embeddings_and_writes_nothing(tmp_path: Path, r
                                                             "diagnostics")}
     outputs["weights"] = str(out / "weights.npy")
     settings = {"tol": 1e-3, "max_iter": 100, "rank_tolerance_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
-                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float64"}
+                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float64", "working_set": True}
     if rule == "intrinsic":
         params = {"settings": settings, "encoders": ["good", "broken"], "measures": ["d_aff"], "device": "cpu"}
         job_input = inputs
@@ -417,7 +417,7 @@ def test_intrinsic_job_writes_solver_columns_and_one_warning(tmp_path: Path) -> 
     outputs = {name: str(out / f"{name}.csv") for name in (*measures, "rank", "solver")}
     outputs["weights"] = str(out / "weights.npy")
     settings = {"tol": 1e-9, "max_iter": 2, "rank_tolerance_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
-                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float32"}
+                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float32", "working_set": True}
     params = {"settings": settings, "encoders": ["good", "broken"], "measures": measures, "device": "cpu"}
     snakemake = fake_snakemake(tmp_path, inputs, outputs, params, {"task": "toy", "layer": "layer6"}, "intrinsic")
     runpy.run_path(str(REPO / "workflow" / "scripts" / "intrinsic.py"), init_globals={"snakemake": snakemake},
@@ -452,3 +452,62 @@ def test_svd_falls_back_to_gesvd_when_torch_fails(monkeypatch: pytest.MonkeyPatc
     for measure in ("cca_r2", "procrustes", "d_iso"):
         np.testing.assert_allclose(fallback.matrices[measure], expected.matrices[measure], atol=1e-9)
     assert fallback.matrices["cca_r2"][0, 1] < 1e-9  # an affine image: every canonical correlation is 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the working-set outer loop
+
+
+def many_rows(rng):  # 900 rows, 8 + 1 design columns: the optimum rests on a small share of the rows
+    source = rng.standard_t(3, (900, 8))
+    return source, [np.tanh(source[:, :3] @ rng.standard_normal((3, 4))) + 0.2 * rng.standard_normal((900, 4)),
+                    rng.standard_normal((900, 2)) ** 2, source[:, :2] @ rng.standard_normal((2, 3))]
+
+
+@pytest.mark.parametrize("iterate", [None, torch.float32])
+def test_working_set_interval_is_certified_on_all_rows_and_contains_the_optimum(iterate) -> None:
+    """A first set of 40 of 900 rows grows over several rounds; the interval is certified on every row
+    (upper: the returned map's largest residual over all rows; lower: the dual value at weights that are
+    zero outside the set), and the conic optimum of the full problem lies inside it."""
+    x, targets = many_rows(np.random.default_rng(21))
+    design = affine_design(x)
+    stacked = pad(targets)
+    scale = float(np.linalg.norm(stacked, axis=2).max())
+    atol = torch.full((len(targets),), 10 * F32_EPS * scale, dtype=torch.float64)
+    tol = 1e-4
+    result = minimax.working_set_fit(torch.from_numpy(design), torch.from_numpy(stacked), atol, tol, 20000,
+                                     orthonormal=True, initial_rows=40, iterate_dtype=iterate)
+    assert result.converged.all()
+    assert (result.rounds[:2] > 1).all()  # the first set was not enough
+    assert_certified(design, stacked, result, scale)
+    for b, target in enumerate(targets[:2]):
+        optimum = socp_minimax(x, target)
+        slack = 1e-6 * max(optimum, 1e-3 * scale)
+        assert float(result.lower[b]) <= optimum + slack <= float(result.upper[b]) + 2 * slack
+        assert float(result.upper[b] - result.lower[b]) <= tol * float(result.upper[b]) + float(atol[b])
+    # the same interval as solving on every row at once, within the two gaps
+    plain = minimax.minimax_fit(torch.from_numpy(design), torch.from_numpy(stacked), atol, tol, 20000,
+                                orthonormal=True)
+    assert plain.rounds is None
+    assert (result.lower <= plain.upper * (1 + 1e-12) + atol).all() and (plain.lower <= result.upper * (1 + 1e-12) + atol).all()
+
+
+def test_working_set_is_used_only_where_the_first_set_is_a_small_share() -> None:
+    assert minimax.uses_working_set(20_000, 385) and minimax.uses_working_set(67_349, 769)
+    assert not minimax.uses_working_set(2_000, 385) and not minimax.uses_working_set(400, 49)
+    assert minimax.working_set_size(20_000, 385) <= 20_000 // 10 and not minimax.uses_working_set(8_000, 385)
+    x, targets = many_rows(np.random.default_rng(22))
+    design, stacked, result, _ = solve(x, targets, "jacobi", 1e-3, working_set=True)  # 900 rows: below the threshold
+    assert result.rounds is None
+
+
+def test_working_set_respects_max_iter_and_stays_certified() -> None:
+    x, targets = many_rows(np.random.default_rng(23))
+    design = affine_design(x)
+    stacked = pad(targets)
+    scale = float(np.linalg.norm(stacked, axis=2).max())
+    atol = torch.full((len(targets),), 10 * F32_EPS * scale, dtype=torch.float64)
+    result = minimax.working_set_fit(torch.from_numpy(design), torch.from_numpy(stacked), atol, 1e-8, 6,
+                                     orthonormal=True, initial_rows=40)
+    assert (result.iterations <= 6).all() and not result.converged[:2].any()
+    assert_certified(design, stacked, result, scale)

@@ -184,7 +184,13 @@ def test_every_output_has_the_documented_shape(tiny_run) -> None:
     correlation = pd.read_csv(results / "tables" / "correlation.csv")
     assert "d_psi" in set(correlation["extrinsic"])
     n_measures, n_extrinsic = correlation["intrinsic"].nunique(), correlation["extrinsic"].nunique()
-    assert n_measures == 10 and len(correlation) == len(config["tasks"]) * len(layers) * n_measures * n_extrinsic * 2
+    table_default = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())[
+        "properties"]["analysis"]["properties"]["intrinsic_measures"]["default"]
+    assert set(correlation["intrinsic"]) == set(table_default)  # Table 1's default columns
+    # the intrinsic stage writes the selected measures only (d_lin is opt-in)
+    written = {path.stem for path in (results / "intrinsic").glob("*/*/*.csv")}
+    assert "d_aff" in written and "d_lin" not in written
+    assert len(correlation) == len(config["tasks"]) * len(layers) * n_measures * n_extrinsic * 2
     assert (correlation["n_pairs"] == 4 * 3).all() and correlation["exact"].all()  # 4! < 10,000: exact
     assert (correlation["n_permutations"] == 24).all() and correlation["p_permutation"].between(0, 1).all()
     assert correlation["p_classical"].notna().any() and correlation["ci_low"].notna().any()

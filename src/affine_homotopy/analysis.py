@@ -16,24 +16,13 @@ import pandas as pd
 from scipy import stats as sps
 
 from . import stats
+from .measures import LABELS, LATEX_LABELS
 
 if TYPE_CHECKING:  # torch is imported only where the solver runs
     import torch
 
-# Display names (Markdown / LaTeX / figures).
-MEASURE_LABELS = {
-    "d_aff": "d_aff", "d_aff_ls": "d_aff (LS)", "d_aff_lower": "d_aff (lower)", "d_aff_msd": "d_aff (MSD)",
-    "psi_norm": "‖ψ‖", "d_lin": "d_lin", "d_iso": "d_iso", "procrustes": "Procrustes", "cca_r2": "1−R²_CCA",
-    "cca_rho": "1−ρ̄_CCA", "pwcca": "PWCCA", "svcca": "SVCCA", "cka": "1−CKA", "d_psi": "d_ψ", "d_worst": "d_worst",
-    "d_worst_search": "d_worst (search)",
-}
-LATEX_LABELS = {
-    "d_aff": r"$d_{\mathrm{Aff}}$", "d_aff_ls": r"$d_{\mathrm{Aff}}^{\mathrm{LS}}$", "d_lin": r"$d_{\mathrm{Lin}}$",
-    "d_iso": r"$d_{\mathrm{Iso}}$", "procrustes": "Procrustes", "cca_r2": r"$R^2_{\mathrm{CCA}}$",
-    "cca_rho": r"$\bar\rho_{\mathrm{CCA}}$", "pwcca": "PWCCA", "svcca": "SVCCA", "cka": "linear CKA",
-    "d_psi": r"$d_{\psi'}$", "d_worst": r"$d^{\mathcal{H}}_{\mathcal{V}}$",
-    "d_worst_search": r"$d^{\mathcal{H}}_{\mathcal{V}}$ (search)",
-}
+# Display names (Markdown / LaTeX / figures): the measure registry's
+MEASURE_LABELS = LABELS
 STAT_LABELS = {"spearman": "ρ", "pearson": "r"}
 Loader = Callable[[str, int, str], pd.DataFrame]  # (task, layer, measure) -> K x K matrix
 

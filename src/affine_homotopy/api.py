@@ -9,8 +9,17 @@ Conventions
 Representations
     Arrays of shape ``(N, D)``: row ``n`` is example ``n``, the same examples in the same order for
     every encoder; widths ``D`` may differ. numpy arrays, torch tensors and anything
-    :func:`numpy.asarray` reads are accepted. Integer and float16 input is upcast to float64 with an
-    :class:`~affine_homotopy.errors.UpcastWarning`; the maths runs in float64.
+    :func:`numpy.asarray` reads are accepted. Integer, bfloat16 and float16 input is upcast to
+    float64 with an :class:`~affine_homotopy.errors.UpcastWarning`; the maths runs in ``dtype``
+    (float64 by default).
+Device
+    ``device=None`` (the default) follows the input: torch tensors are computed on their own device
+    (a CUDA tensor on its GPU), numpy arrays on the CPU. ``"cpu"``, ``"cuda"``, ``"cuda:1"``, a
+    :class:`torch.device` or ``"auto"`` (CUDA when visible) choose it; a device that does not exist
+    (``"cuda"`` without CUDA) is a ValueError naming it.
+One pair
+    A two-array function computes that one ordered pair (``source`` onto ``target``), never the
+    reverse.
 Direction
     ``source`` is **mapped onto** ``target``: ``d_aff(source, target)`` is small when ``source``
     carries everything ``target`` has, up to an affine map (it can be 0 when ``source`` has the
@@ -48,7 +57,8 @@ import torch
 
 from .errors import ConvergenceWarning, UpcastWarning
 from .linalg import DTYPES, select_device
-from .names import INTRINSIC_MEASURES as MEASURES  # the one list of measure names, re-exported
+from .measures import D_AFF_FAMILY
+from .measures import INTRINSIC_MEASURES as MEASURES  # the registry's names, re-exported
 
 __all__ = [
     "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "PairwiseTable",
@@ -59,10 +69,14 @@ __all__ = [
 # input checks
 
 
-def as_representation(name: str, array: Any) -> np.ndarray:
-    """``array`` as a finite float ``(N, D)`` numpy array with ``N >= 2``, or a ValueError naming ``name``."""
+def as_representation(name: str, array: Any) -> np.ndarray | torch.Tensor:
+    """``array`` as a finite float ``(N, D)`` array with ``N >= 2``, or a ValueError naming ``name``.
+
+    A torch tensor stays a tensor on its own device (detached); anything else becomes a numpy array.
+    Integer, bool, bfloat16 and float16 input is upcast to float64 with an UpcastWarning.
+    """
     if isinstance(array, torch.Tensor):
-        array = array.detach().cpu().numpy()
+        return _tensor_representation(name, array.detach())
     try:
         array = np.asarray(array)
     except (TypeError, ValueError) as error:
@@ -70,32 +84,91 @@ def as_representation(name: str, array: Any) -> np.ndarray:
     kind = array.dtype.kind
     if kind not in "biuf":
         raise ValueError(f"{name} has dtype {array.dtype}; expected real numbers, an (N, D) array of floats")
-    if array.ndim != 2:
-        if array.ndim == 1:
-            hint = "for one feature per example pass x[:, None] (shape (N, 1))"
-        elif array.ndim == 3:
-            hint = "a workflow embedding file is (n_layers, N, D): pick one layer, e.g. x[layer]"
-        else:
-            hint = "rows are examples, columns dimensions"
-        raise ValueError(f"{name} must be a 2-D (N, D) array, got shape {array.shape} ({array.ndim}-D); {hint}")
-    n, dim = array.shape
-    if n < 2:
-        raise ValueError(f"{name} has N = {n} example(s) (shape {array.shape}); these measures need N >= 2 rows")
-    if dim < 1:
-        raise ValueError(f"{name} has D = 0 dimensions (shape {array.shape})")
+    _check_shape(name, array.shape)
     if kind in "biu" or array.dtype == np.float16:
-        note = (" float16 rounding (about 1e-3 relative) lies above the rank rule's float32 level, so rounding"
-                " noise can count as directions; pass float32 data where you have it.") if kind == "f" else ""
-        warnings.warn(f"{name} has dtype {array.dtype}; upcast to float64.{note}", UpcastWarning, stacklevel=3)
+        _warn_upcast(name, str(array.dtype), kind == "f")
         array = array.astype(np.float64)
     finite = np.isfinite(array)
     if not finite.all():
         rows = np.nonzero(~finite.all(axis=1))[0]
-        raise ValueError(
-            f"{name} (shape {array.shape}) holds {int((~finite).sum())} NaN/inf value(s) in {rows.size} row(s), "
-            f"first in row {int(rows[0])}; drop those examples from every representation (or impute them)"
-        )
+        _raise_non_finite(name, array.shape, int((~finite).sum()), rows.size, int(rows[0]))
     return array
+
+
+def _check_shape(name: str, shape: tuple[int, ...]) -> None:
+    shape = tuple(int(k) for k in shape)
+    if len(shape) != 2:
+        if len(shape) == 1:
+            hint = "for one feature per example pass x[:, None] (shape (N, 1))"
+        elif len(shape) == 3:
+            hint = "a workflow embedding file is (n_layers, N, D): pick one layer, e.g. x[layer]"
+        else:
+            hint = "rows are examples, columns dimensions"
+        raise ValueError(f"{name} must be a 2-D (N, D) array, got shape {shape} ({len(shape)}-D); {hint}")
+    n, dim = shape
+    if n < 2:
+        raise ValueError(f"{name} has N = {n} example(s) (shape {shape}); these measures need N >= 2 rows")
+    if dim < 1:
+        raise ValueError(f"{name} has D = 0 dimensions (shape {shape})")
+
+
+def _warn_upcast(name: str, dtype: str, half: bool) -> None:
+    note = (" Half-precision rounding (about 1e-3 relative for float16, 4e-3 for bfloat16) lies above the rank"
+            " rule's float32 level, so rounding noise can count as directions; pass float32 data where you have"
+            " it.") if half else ""
+    warnings.warn(f"{name} has dtype {dtype}; upcast to float64.{note}", UpcastWarning, stacklevel=4)
+
+
+def _raise_non_finite(name: str, shape: tuple[int, ...], values: int, rows: int, first: int) -> None:
+    raise ValueError(
+        f"{name} (shape {tuple(shape)}) holds {values} NaN/inf value(s) in {rows} row(s), first in row {first}; "
+        "drop those examples from every representation (or impute them)"
+    )
+
+
+def _tensor_representation(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.is_complex():
+        raise ValueError(f"{name} has dtype {tensor.dtype}; expected real numbers, an (N, D) tensor of floats")
+    _check_shape(name, tuple(tensor.shape))
+    if tensor.dtype in (torch.float16, torch.bfloat16) or not tensor.is_floating_point():
+        _warn_upcast(name, str(tensor.dtype).replace("torch.", ""), tensor.is_floating_point())
+        tensor = tensor.to(torch.float64)
+    finite = torch.isfinite(tensor)
+    if not bool(finite.all()):
+        rows = torch.nonzero(~finite.all(dim=1)).flatten()
+        _raise_non_finite(name, tuple(tensor.shape), int((~finite).sum()), int(rows.numel()), int(rows[0]))
+    return tensor
+
+
+def _numpy(array: np.ndarray | torch.Tensor) -> np.ndarray:
+    return array.detach().cpu().numpy() if isinstance(array, torch.Tensor) else array
+
+
+def resolve_device(device: Any, arrays: Sequence[Any] = ()) -> torch.device:
+    """The device the maths runs on: ``None`` follows the input (the first torch tensor's device, else
+    the CPU); ``"auto"`` is CUDA when visible; anything else must name a device that exists here."""
+    if device is None:
+        for array in arrays:
+            if isinstance(array, torch.Tensor):
+                return array.device
+        return torch.device("cpu")
+    if isinstance(device, str) and device == "auto":
+        return select_device("auto")
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device={device!r} is not a device; use None (follow the input), 'cpu', 'cuda', "
+                         "'cuda:<index>', 'auto' or a torch.device") from None
+    if chosen.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: no CUDA device is visible to this process; use device='cpu' "
+                             "(or None to follow the input)")
+        if chosen.index is not None and chosen.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r}: this process sees {torch.cuda.device_count()} CUDA device(s), "
+                             f"indices 0..{torch.cuda.device_count() - 1}")
+    elif chosen.type != "cpu":
+        raise ValueError(f"device={device!r}: only 'cpu' and CUDA devices are supported")
+    return chosen
 
 
 def check_same_examples(named: Sequence[tuple[str, np.ndarray]]) -> None:
@@ -117,7 +190,7 @@ def _measure_names(measures: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def _settings(measures: tuple[str, ...], tol: float, max_iter: int, rank_multiplier: float, dtype: str | torch.dtype,
-              device: str, keep_weights: bool = False, solver: str | None = None) -> Any:
+              device: Any, keep_weights: bool = False, solver: str | None = None) -> Any:
     from .intrinsic import SolverSettings
 
     if not (isinstance(tol, numbers.Real) and tol > 0 and math.isfinite(tol)):
@@ -130,12 +203,7 @@ def _settings(measures: tuple[str, ...], tol: float, max_iter: int, rank_multipl
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         dtype = DTYPES[dtype]
-    if device not in ("cpu", "cuda", "auto"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}")
-    try:
-        chosen_device = select_device(device)
-    except RuntimeError as error:  # device="cuda" without a visible GPU
-        raise ValueError(f"device={device!r}: {error}") from None
+    chosen_device = device if isinstance(device, torch.device) else resolve_device(device)
     options: dict[str, Any] = dict(tol=float(tol), max_iter=int(max_iter), multiplier=float(rank_multiplier),
                                    dtype=dtype, device=chosen_device, measures=measures, keep_weights=keep_weights)
     if solver is not None:  # the engine checks the name
@@ -143,17 +211,20 @@ def _settings(measures: tuple[str, ...], tol: float, max_iter: int, rank_multipl
     return SolverSettings(**options)
 
 
-def _engine(representations: Sequence[np.ndarray], names: Sequence[str], settings: Any) -> Any:
+def _engine(representations: Sequence[Any], names: Sequence[str], settings: Any,
+            pairs: Sequence[tuple[int, int]] | None = None) -> Any:
     from .intrinsic import pairwise_intrinsic
 
-    return pairwise_intrinsic(list(representations), list(names), settings)
+    return pairwise_intrinsic(list(representations), list(names), settings, pairs)
 
 
-def _pair(source: Any, target: Any, measures: tuple[str, ...], **options: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+def _pair(source: Any, target: Any, measures: tuple[str, ...], device: Any = None,
+          **options: Any) -> tuple[Any, Any, Any]:
+    """The engine on the one ordered pair source -> target (never the reverse)."""
     x, y = as_representation("source", source), as_representation("target", target)
     check_same_examples([("source", x), ("target", y)])
-    settings = _settings(measures, **options)
-    return _engine([x, y], ["source", "target"], settings), x, y
+    settings = _settings(measures, device=resolve_device(device, [x, y]), **options)
+    return _engine([x, y], ["source", "target"], settings, pairs=[(0, 1)]), x, y
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +332,7 @@ def _warn_unconverged(what: str, gap: float, relative_gap: float, tol: float, ma
 
 def d_aff(
     source: Any, target: Any, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
-    dtype: str = "float64", device: str = "cpu", solver: str | None = None,
+    dtype: str = "float64", device: Any = None, solver: str | None = None,
 ) -> DAffResult:
     """Certified affine distance: ``min over affine psi of max_n ||target_n - psi(source_n)||_2``.
 
@@ -285,7 +356,9 @@ def d_aff(
         ``n`` of the rank rule (the paper's 5).
     dtype : {"float64", "float32"}
         Precision of the maths.
-    device : {"cpu", "cuda", "auto"}
+    device : None, "cpu", "cuda", "cuda:<index>", "auto" or torch.device, default None
+        Where the maths runs; None follows the input (a tensor's own device, numpy: the CPU). A device
+        that does not exist is a ValueError naming it.
     solver : str, optional
         The engine's minimax solver (``SolverSettings.solver``: a key of
         ``affine_homotopy.minimax.SOLVERS``); default: the engine's default.
@@ -332,7 +405,7 @@ _BASELINE_OPTIONS = dict(tol=1e-3, max_iter=1)  # the baselines use no iteration
 
 def d_lin(
     source: Any, target: Any, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
-    dtype: str = "float64", device: str = "cpu",
+    dtype: str = "float64", device: Any = None,
 ) -> float:
     """Certified linear distance: as :func:`d_aff` with a linear map (no bias), on uncentred data.
 
@@ -350,7 +423,7 @@ def d_lin(
     return upper
 
 
-def d_iso(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+def d_iso(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: Any = None) -> float:
     """Affine-isometry distance at the Procrustes fit: largest residual of ``x -> (x - mu_x) R + mu_y``.
 
     ``R`` is the (semi-)orthogonal maximiser of ``tr(R^T X_c^T Y_c)``; ``source`` (N, D_source) is
@@ -361,7 +434,7 @@ def d_iso(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str 
                    **_BASELINE_OPTIONS)
 
 
-def cka(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+def cka(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: Any = None) -> float:
     """``1 - linear CKA`` of (N, D_source) and (N, D_target) representations (a distance in [0, 1]; symmetric).
 
     ``CKA = ||Y_c^T X_c||_F^2 / (||X_c^T X_c||_F ||Y_c^T Y_c||_F)`` with centred columns; as ``cka.csv``.
@@ -376,7 +449,7 @@ class CCAResult(NamedTuple):
     rho: float  # 1 - mean rho_k (cca_rho.csv)
 
 
-def cca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> CCAResult:
+def cca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: Any = None) -> CCAResult:
     """CCA distances of (N, D_source) and (N, D_target) representations, both symmetric, in [0, 1].
 
     Returns ``CCAResult(r2=1 - mean rho_k^2, rho=1 - mean rho_k)``, the values of ``cca_r2.csv``
@@ -388,7 +461,7 @@ def cca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = 
     return CCAResult(float(result.matrices["cca_r2"][0, 1]), float(result.matrices["cca_rho"][0, 1]))
 
 
-def pwcca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+def pwcca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: Any = None) -> float:
     """Projection-weighted CCA distance ``1 - sum_k alpha_k rho_k / sum_k alpha_k`` (Morcos et al. 2018).
 
     Asymmetric: the weights ``alpha_k`` come from the **source**'s (the mapped-from encoder's)
@@ -399,14 +472,14 @@ def pwcca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str 
                    **_BASELINE_OPTIONS)
 
 
-def svcca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+def svcca(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: Any = None) -> float:
     """SVCCA distance ``1 - mean rho_k`` after keeping each side's leading directions that explain 99 % of
     its variance (symmetric; as ``svcca.csv``). Shapes: (N, D_source), (N, D_target)."""
     return _single("svcca", source, target, rank_multiplier=rank_multiplier, dtype=dtype, device=device,
                    **_BASELINE_OPTIONS)
 
 
-def procrustes(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu") -> float:
+def procrustes(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: str = "float64", device: Any = None) -> float:
     """Orthogonal Procrustes distance ``2 - 2 ||X^T Y||_*`` (Ding et al. 2021), in [0, 2], symmetric.
 
     Columns centred and each matrix divided by its Frobenius norm; as ``procrustes.csv``.
@@ -466,7 +539,7 @@ class PairwiseTable:
 def pairwise(
     representations: Sequence[Any] | Mapping[str, Any], measures: str | Sequence[str] = ("d_aff",),
     names: Sequence[str] | None = None, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
-    dtype: str = "float64", device: str = "cpu", solver: str | None = None,
+    dtype: str = "float64", device: Any = None, solver: str | None = None,
 ) -> dict[str, PairwiseTable]:
     """Every ordered pair of K encoders at once: one labelled K x K table per measure.
 
@@ -503,9 +576,9 @@ def pairwise(
     chosen = _measure_names(measures)
     arrays = [as_representation(f"representations[{k}] ({name!r})", rep) for k, (name, rep) in enumerate(zip(names, representations))]
     check_same_examples(list(zip(names, arrays)))
-    settings = _settings(chosen, tol, max_iter, rank_multiplier, dtype, device, solver=solver)
+    settings = _settings(chosen, tol, max_iter, rank_multiplier, dtype, resolve_device(device, arrays), solver=solver)
     result = _engine(arrays, names, settings)
-    if {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"} & set(chosen):
+    if set(D_AFF_FAMILY) & set(chosen):
         upper, lower = result.matrices["d_aff"], result.matrices["d_aff_lower"]
         missed = ~np.asarray(result.converged, dtype=bool)
         np.fill_diagonal(missed, False)
@@ -554,23 +627,57 @@ class DPsiResult:
         return self.value
 
 
-def _probe_parts(probe: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(probe, Mapping):
+def _as_probe(probe: Any, target_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """A linear classifier of the target as ``(weight (D_target, C), bias (C,))``, logits ``y @ weight + bias``.
+
+    The orientation is decided by the probe's type, never guessed from its shape (a square probe
+    would be ambiguous):
+
+    * ``torch.nn.Linear`` (``logits = y @ W.T + b``, ``W`` of shape (C, D)): ``weight = W.T``; no
+      bias (``bias=False``) is a zero bias.
+    * an object with ``coef_`` and ``intercept_`` (scikit-learn's linear classifiers, ``coef_`` of
+      shape (C, D), or (1, D) for two classes): ``weight = coef_.T``.
+    * ``(weight, bias)``, a mapping with those keys, or any other object with ``.weight`` and ``.bias``
+      (e.g. :class:`affine_homotopy.probes.SoftmaxProbe`): ``weight`` is (D_target, C) as given.
+
+    A (D_target,) or (D_target, 1) weight is a binary logistic classifier (logits ``(0, z)``).
+    """
+    transposed = False
+    if isinstance(probe, torch.nn.Linear):
+        weight, bias = probe.weight, probe.bias
+        if bias is None:
+            bias = torch.zeros(probe.out_features)
+        transposed = True
+    elif hasattr(probe, "coef_") and hasattr(probe, "intercept_"):
+        weight, bias, transposed = probe.coef_, probe.intercept_, True
+    elif isinstance(probe, Mapping):
         weight, bias = probe.get("weight"), probe.get("bias")
     elif hasattr(probe, "weight") and hasattr(probe, "bias"):
         weight, bias = probe.weight, probe.bias
     elif isinstance(probe, (tuple, list)) and len(probe) == 2:
         weight, bias = probe
     else:
-        raise ValueError("probe must be (weight, bias): weight (D_target, C) and bias (C,), logits = target @ weight + bias")
-    weight = np.asarray(weight, dtype=np.float64)
-    bias = np.atleast_1d(np.asarray(bias, dtype=np.float64))
+        raise ValueError("probe must be a torch.nn.Linear, a scikit-learn linear classifier (coef_, intercept_) or "
+                         "(weight, bias): weight (D_target, C) and bias (C,), logits = target @ weight + bias; got "
+                         f"{type(probe).__name__}")
+    if weight is None or bias is None:
+        raise ValueError("probe needs both a weight and a bias (a mapping with keys 'weight' and 'bias')")
+    weight, bias = (np.asarray(_numpy(v.detach().to(torch.float64)) if isinstance(v, torch.Tensor) else v,
+                               dtype=np.float64) for v in (weight, bias))
+    bias = np.atleast_1d(bias)
+    if transposed:
+        if weight.ndim != 2 or weight.shape[1] != target_width:
+            kind = "torch.nn.Linear weight" if isinstance(probe, torch.nn.Linear) else "coef_"
+            raise ValueError(f"probe {kind} has shape {weight.shape}; expected (C, D_target) = (C, {target_width}) "
+                             "(nn.Linear(D_target, C): logits = target @ weight.T + bias)")
+        weight = weight.T
     if weight.ndim == 1 or (weight.ndim == 2 and weight.shape[1] == 1):  # binary logistic: logits (0, z)
         weight = np.column_stack([np.zeros(weight.shape[0]), weight.reshape(weight.shape[0])])
         bias = np.concatenate([[0.0], bias.reshape(-1)[:1]])
-    if weight.ndim != 2 or weight.shape[0] != width:
-        raise ValueError(f"probe weight has shape {weight.shape}; expected (D_target, C) = ({width}, C) with logits "
-                         "target @ weight + bias (a scikit-learn coef_ is (C, D): pass coef_.T)")
+    if weight.ndim != 2 or weight.shape[0] != target_width:
+        raise ValueError(f"probe weight has shape {weight.shape}; expected (D_target, C) = ({target_width}, C) with "
+                         "logits target @ weight + bias (a torch.nn.Linear or a scikit-learn classifier is oriented by "
+                         "its type: pass the object itself)")
     if bias.shape != (weight.shape[1],):
         raise ValueError(f"probe bias has shape {bias.shape}; expected ({weight.shape[1]},), one entry per class")
     if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
@@ -580,7 +687,7 @@ def _probe_parts(probe: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 def d_psi(
     source: Any, target: Any, probe: Any, *, inverse_temperature: float = 1.0, tol: float = 1e-3,
-    max_iter: int = 1000, rank_multiplier: float = 5.0, dtype: str = "float64", device: str = "cpu",
+    max_iter: int = 1000, rank_multiplier: float = 5.0, dtype: str = "float64", device: Any = None,
 ) -> DPsiResult:
     """Extrinsic distance through a fixed linear classifier of the target: how well an affine map from
     ``source`` reproduces the class probabilities that ``probe`` gives on ``target``.
@@ -591,10 +698,12 @@ def d_psi(
         Mapped from.
     target : array_like, shape (N, D_target)
         Mapped onto; ``probe`` classifies these rows.
-    probe : (weight, bias), a mapping with those keys, or an object with ``.weight`` and ``.bias``
-        ``weight`` (D_target, C) and ``bias`` (C,), logits ``target @ weight + bias``, probabilities
+    probe : torch.nn.Linear, a scikit-learn linear classifier, (weight, bias), a mapping with those keys, or an object with ``.weight`` and ``.bias``
+        Oriented by its type (:func:`_as_probe`): ``nn.Linear(D_target, C)`` (weight (C, D_target))
+        and scikit-learn's ``coef_`` (C, D_target) as they are; ``(weight, bias)`` with ``weight``
+        (D_target, C) and ``bias`` (C,). Logits ``target @ weight + bias``, probabilities
         ``softmax(inverse_temperature * logits)``. A (D_target,) or (D_target, 1) weight is a binary
-        logistic classifier (logits ``(0, z)``). For scikit-learn pass ``(clf.coef_.T, clf.intercept_)``.
+        logistic classifier (logits ``(0, z)``).
     inverse_temperature : float, default 1
         ``lam`` above; the bound's Lipschitz constant is ``lam / 2``.
     tol, max_iter, rank_multiplier, dtype, device
@@ -613,7 +722,9 @@ def d_psi(
         raise ValueError(f"inverse_temperature must be > 0, got {inverse_temperature!r}")
     x, y = as_representation("source", source), as_representation("target", target)
     check_same_examples([("source", x), ("target", y)])
-    weight, bias = _probe_parts(probe, y.shape[1])
+    weight, bias = _as_probe(probe, int(y.shape[1]))
+    device = resolve_device(device, [x, y]).type  # "cpu" or "cuda": None follows the input
+    x, y = _numpy(x), _numpy(y)  # the extrinsic engine takes numpy arrays
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UpcastWarning)  # already said for source and target
         mapped = d_aff(x, y, tol, max_iter, rank_multiplier=rank_multiplier, dtype=dtype, device=device)

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from .measures import SYMMETRIC  # measures that give the same value both ways (the registry)
+
 PROG = "affine-homotopy"
 SUFFIXES = (".npy", ".npz", ".pt", ".pth")
-# measures that give the same value both ways (d_iso only for equal widths)
-SYMMETRIC = {"procrustes", "cca_r2", "cca_rho", "svcca", "cka"}
 
 
 class InputError(Exception):
@@ -188,7 +188,7 @@ def _pairwise(args: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .names import INTRINSIC_MEASURES as MEASURES
+    from .measures import INTRINSIC_MEASURES as MEASURES
 
     top = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                   formatter_class=argparse.RawDescriptionHelpFormatter)

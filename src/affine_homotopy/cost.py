@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from .measures import BASELINES, DEFAULT_SELECTION
+
 N_REF, D_REF = 10_000, 384
 
 
@@ -49,7 +51,7 @@ class StageCost:
 # points mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target, hence its larger residual
 STAGE_COSTS: dict[str, StageCost] = {
     "factorise": StageCost(0.367, 0.80, 1.87, "encoder"),
-    "d_aff": StageCost(6.16, 1.18, 2.03, "ordered pair"),
+    "d_aff": StageCost(6.7, 0.94, 2.02, "ordered pair"),  # re-measured with the working set (2026-12-01, load 9-15)
     "d_lin": StageCost(8.95, 1.40, 1.42, "ordered pair"),
     "baselines": StageCost(0.286, 0.68, 2.24, "ordered pair"),
     "task_probe": StageCost(12.6, 0.99, 1.71, "encoder layer"),
@@ -111,7 +113,8 @@ def project(
 
     ``widths``: encoder -> D; ``train_sizes``: task -> N of the fit split; ``n_layers``: positions
     per encoder; ``rank_deficiency_copies``: truncated copies in the rank-deficiency grid (group
-    size times levels; 0 without it). Rules: ``intrinsic`` and ``extrinsic`` (one job per task and layer),
+    size times levels; 0 without it). Only the intrinsic measures selected by ``intrinsic.measures``
+    are counted (``d_lin`` and the baselines are stages of their own). Rules: ``intrinsic`` and ``extrinsic`` (one job per task and layer),
     ``probe`` (per encoder and task, all layers), ``rank_deficiency`` (per task). ``embed`` is not
     projected (see the module docstring).
     """
@@ -132,14 +135,18 @@ def project(
         random_scale = probe["random_max_iter"] / (MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
     # the search runs with or without random classifiers (from the task probe); 0 steps and 0 candidates: none
     search_scale = (search["steps"] + search["candidates"]) / MEASURED_SETTINGS["search_work"]
+    # the intrinsic stage runs the selected measures only (intrinsic.measures; d_lin is opt-in)
+    selection = set(config.get("intrinsic", {}).get("measures", DEFAULT_SELECTION))
+    lin = 1.0 if "d_lin" in selection else 0.0
+    baselines = 1.0 if selection & set(BASELINES) else 0.0
     stages = dict.fromkeys(costs, 0.0)
     rules = {"intrinsic": 0.0, "probe": 0.0, "extrinsic": 0.0, "rank_deficiency": 0.0}
     for n in train_sizes.values():
         per_layer = {
             "factorise": 2 * sum(costs["factorise"].seconds(n, d) for d in widths.values()),  # both rules
             "d_aff": pairs * costs["d_aff"].seconds(n, width),
-            "d_lin": pairs * costs["d_lin"].seconds(n, width),
-            "baselines": pairs * costs["baselines"].seconds(n, width),
+            "d_lin": lin * pairs * costs["d_lin"].seconds(n, width),
+            "baselines": baselines * pairs * costs["baselines"].seconds(n, width),
             "task_probe": task_probe_scale * sum(costs["task_probe"].seconds(n, d) for d in widths.values()),
             "random_probe": random_scale * n_random * sum(costs["random_probe"].seconds(n, d) for d in widths.values()),
             "d_psi": pairs * costs["d_psi"].seconds(n, width),

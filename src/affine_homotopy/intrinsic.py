@@ -30,7 +30,9 @@ Measures (all distances; 0 = identical up to the map class; names are the CSV fi
     Operator (spectral) norm of the linear part of the map that attains ``d_aff``; Lemma 5.2
     multiplies it into the extrinsic bound.
 ``d_lin``
-    As ``d_aff`` with a linear map (no bias), on uncentred representations.
+    As ``d_aff`` with a linear map (no bias), on uncentred representations. Opt-in (not in the
+    paper's tables): pairs whose residuals are effectively one-dimensional (a full-rank encoder whose
+    span lacks the target's mean) need hundreds of fits; see :mod:`affine_homotopy.minimax`.
 ``d_iso``
     Largest residual of the orthogonal Procrustes map plus bias (``x -> (x - mu_x) R + mu_y``,
     ``R`` the (semi-)orthogonal maximiser of ``tr(R^T X_c^T Y_c)``): the paper's symmetric
@@ -73,11 +75,11 @@ import torch
 from .errors import ConfigError
 from .linalg import Factors, WeightedLeastSquares, factorise, float32_floor, thin_svd
 from .minimax import DEFAULT_MEMORY, DEFAULT_SOLVER, SOLVERS, MinimaxResult, minimax_fit
-from .names import INTRINSIC_MEASURES
+from .measures import BASELINES, D_AFF_FAMILY, INTRINSIC_MEASURES
 
 log = logging.getLogger(__name__)
 
-MEASURES = INTRINSIC_MEASURES  # the file stems of intrinsic/<task>/<layer>/ (defined in names.py)
+MEASURES = INTRINSIC_MEASURES  # the file stems of intrinsic/<task>/<layer>/ (the registry: measures.py)
 SVCCA_VARIANCE = 0.99
 
 
@@ -95,6 +97,7 @@ class SolverSettings:
     measures: tuple[str, ...] = MEASURES
     keep_weights: bool = False  # return the weights of each d_aff map (to rebuild it: affine_map)
     iterate_dtype: torch.dtype | None = None  # e.g. float32: faster iterations, bounds certified in dtype
+    working_set: bool = True  # large N: solve on a working set of rows, checked on all (minimax.working_set_fit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,8 +187,15 @@ def pairwise_intrinsic(
     representations: Sequence[np.ndarray],
     names: Sequence[str] | None = None,
     settings: SolverSettings | None = None,
+    pairs: Sequence[tuple[int, int]] | None = None,
 ) -> IntrinsicResult:
-    """Every measure of the module docstring for every ordered pair; see there for conventions."""
+    """Every measure of the module docstring for every ordered pair; see there for conventions.
+
+    ``pairs``: the ordered pairs ``(i, j)`` (``i`` mapped onto ``j``, ``i != j``) to compute, instead of
+    all of them; only the encoders they name are factorised, and the matrices hold NaN at the pairs
+    not computed (the diagonal stays 0, ``psi_norm``'s 1). ``representations`` may be numpy arrays
+    or torch tensors (moved to ``settings.device``).
+    """
     settings = settings or SolverSettings()
     if settings.solver not in SOLVERS:
         raise ConfigError(f"unknown minimax solver {settings.solver!r} (config key 'intrinsic.solver'); "
@@ -197,10 +207,19 @@ def pairwise_intrinsic(
         raise ValueError(f"all encoders need the same examples (rows); got row counts {sorted(rows)}")
     n = rows.pop()
     wanted = set(settings.measures)
+    if pairs is None:
+        chosen = {i: [j for j in range(count) if j != i] for i in range(count)}
+    else:
+        bad = [pair for pair in pairs if len(pair) != 2 or pair[0] == pair[1]
+               or not all(0 <= int(k) < count for k in pair)]
+        if bad:
+            raise ValueError(f"pairs {bad}: each pair is (i, j) with i != j, both in 0..{count - 1}")
+        chosen = {i: sorted({int(b) for a, b in pairs if int(a) == i}) for i in range(count)}
+    used = {i for i, targets in chosen.items() if targets} | {j for targets in chosen.values() for j in targets}
     timer: dict[str, float] = {"factorise": 0.0, "baselines": 0.0, "d_aff": 0.0, "d_lin": 0.0}
     started = time.monotonic()
     factors = [factorise(rep, settings.multiplier, settings.dtype, settings.device, uncentred="d_lin" in wanted)
-               for rep in representations]
+               if k in used else None for k, rep in enumerate(representations)]
     timer["factorise"] = time.monotonic() - started
     matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
     # float64: the map rebuilt from them must reproduce d_aff (an ill-conditioned weighted fit amplifies rounding)
@@ -210,19 +229,20 @@ def pairwise_intrinsic(
     lin_iterations = np.zeros((count, count), dtype=int)
     lin_converged = np.ones((count, count), dtype=bool)
     # each target in its own coordinates (same row norms and residuals as the data), built once
-    target_parts = [(f.Q * f.s, f.row_norm_max) for f in factors]
-    raw_parts = [(f.Q_raw * f.s_raw, f.raw_row_norm_max) for f in factors] if "d_lin" in wanted else []
+    target_parts = [(f.Q * f.s, f.row_norm_max) if f is not None else None for f in factors]
+    raw_parts = ([(f.Q_raw * f.s_raw, f.raw_row_norm_max) if f is not None else None for f in factors]
+                 if "d_lin" in wanted else [])
     for i, fi in enumerate(factors):
-        others = [j for j in range(count) if j != i]
-        if not others:
+        others = chosen[i]
+        if not others or fi is None:
             continue
         tick = time.monotonic()
-        if wanted & {"procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso"}:
+        if wanted & set(BASELINES):
             for key, values in _baselines_for_source(fi, factors, others).items():
                 matrices[key][i, others] = values
         timer["baselines"] += time.monotonic() - tick
         tick = time.monotonic()
-        if wanted & {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"}:
+        if wanted & set(D_AFF_FAMILY):
             for block, result in _solve_blocks(fi.affine_design(), target_parts, others, settings):
                 matrices["d_aff"][i, block] = result.upper.cpu().numpy()
                 matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
@@ -250,14 +270,19 @@ def pairwise_intrinsic(
                 lin_converged[i, block] = result.converged.cpu().numpy()
         timer["d_lin"] += time.monotonic() - tick
         log.info("source %d/%d '%s' done (%.1f s so far)", i + 1, count, names[i], time.monotonic() - started)
-    dims = np.array([f.dim for f in factors])
+    dims = np.array([int(rep.shape[1]) for rep in representations])
     matrices["d_aff_msd"] = matrices["d_aff"] ** 2 / dims[None, :]
+    if pairs is not None:  # the pairs not asked for were not computed
+        skipped = np.ones((count, count), dtype=bool)
+        for i, targets in chosen.items():
+            skipped[i, targets] = False
+        for key in matrices:
+            matrices[key][skipped] = np.nan
     for key in matrices:
         np.fill_diagonal(matrices[key], 0.0)
     np.fill_diagonal(matrices["psi_norm"], 1.0)  # the identity map
-    ranks = np.array([f.rank for f in factors])
-    families = {"d_aff": ("d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm"), "d_lin": ("d_lin", "d_lin_lower"),
-                "baselines": ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")}
+    ranks = np.array([f.rank if f is not None else -1 for f in factors])  # -1: not factorised (in no pair)
+    families = {"d_aff": D_AFF_FAMILY, "d_lin": ("d_lin", "d_lin_lower"), "baselines": BASELINES}
     computed = {m for members in families.values() if wanted & set(members) for m in members}
     lin = "d_lin" in computed
     return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer,
@@ -315,7 +340,8 @@ def _solve_blocks(
         atol = torch.tensor([float32_floor(targets[j][1]) for j in block], dtype=design.dtype, device=design.device)
         yield block, minimax_fit(design, stacked, atol, settings.tol, settings.max_iter, solver=settings.solver,
                                  power=settings.power, memory=settings.anderson_memory,
-                                 iterate_dtype=settings.iterate_dtype, orthonormal=True)
+                                 iterate_dtype=settings.iterate_dtype, orthonormal=True,
+                                 working_set=settings.working_set)
 
 
 def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_mb: int,

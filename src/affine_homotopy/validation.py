@@ -20,6 +20,7 @@ import yaml
 from .errors import ConfigError
 from .families import expand_families, expand_group, training_dynamics_members, with_family_note
 from .layers import check_layer_spec, configured_label, layer_positions
+from .measures import check_measure_selection
 from .model_lookup import (
     base_encoder,
     check_layers,
@@ -143,6 +144,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
         raise ConfigError(with_family_note(str(error), members)) from None
     _check_encoders(config["encoders"], layer_positions(config["layers"]), job_env)
     _check_tasks(config["tasks"])
+    check_measure_selection(config)  # intrinsic.measures and what the analysis needs of it (measures.py)
     training_dynamics_members(members)  # a step axis must be numeric
     analysis = config["analysis"]
     positions = layer_positions(config["layers"])

@@ -49,7 +49,7 @@ from affine_homotopy.config import (
     rank_deficiency_group,
     training_dynamics_members,
 )
-from affine_homotopy.names import EXTRINSIC_MEASURES as _EXTRINSIC, INTRINSIC_MEASURES as _INTRINSIC
+from affine_homotopy.measures import EXTRINSIC_MEASURES as _EXTRINSIC, stage_outputs
 from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
 from affine_homotopy.lock import check_lock, lock_path, staged_model_commits
 
@@ -203,8 +203,9 @@ if DYNAMICS_FAMILIES:
     TABLES.append("training_dynamics.csv")
 # Extrinsic matrices (files extrinsic/<task>/layer<L>/<name>.csv) that the analysis correlates.
 EXTRINSIC_MEASURES = list(_EXTRINSIC)
-# Intrinsic measures: the CSV stems of intrinsic/<task>/<layer>/ (one list, in the package)
-INTRINSIC_MEASURES = list(_INTRINSIC)
+# Intrinsic measures the intrinsic stage computes and writes (intrinsic.measures with the companions of d_aff;
+# checked against what the analysis needs by check_config): the CSV stems of intrinsic/<task>/<layer>/
+INTRINSIC_MEASURES = list(stage_outputs(config["intrinsic"]["measures"]))
 # A job that can use a GPU (embed, intrinsic, extrinsic, rank_deficiency) asks for one only when the
 # config lets it (device: auto or cuda): with device: cpu no job waits for a GPU, and under the SLURM
 # profile no job goes to a GPU partition (the plugin picks partitions from this resource). Which GPU

@@ -1,7 +1,7 @@
 # Stage 3: intrinsic distances, one job per (task, layer) over all ordered encoder pairs: the
 # certified affine distance, its least-squares and linear/isometric variants, and the baselines.
 
-# (every measure of INTRINSIC_MEASURES, common.smk: one list, in affine_homotopy.names)
+# (the measures of INTRINSIC_MEASURES, common.smk: intrinsic.measures, from the registry affine_homotopy.measures)
 
 
 rule intrinsic:
@@ -20,7 +20,7 @@ rule intrinsic:
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
-        runtime=pairwise_resource("runtime"),
+        runtime=pairwise_resource("runtime", "intrinsic"),
         disk_mb=pairwise_resource("disk_mb"),
     params:
         encoders=ENCODERS,

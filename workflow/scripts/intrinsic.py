@@ -24,7 +24,8 @@ def main(snakemake):
         tol=settings["tol"], max_iter=settings["max_iter"], multiplier=settings["rank_tolerance_multiplier"],
         solver=settings["solver"], power=settings["lawson_power"], anderson_memory=settings["anderson_memory"],
         block_mb=settings["block_mb"], dtype=DTYPES[settings["dtype"]], iterate_dtype=DTYPES[settings["iterate_dtype"]],
-        device=device, keep_weights=True,
+        device=device, keep_weights=True, measures=tuple(snakemake.params.measures),
+        working_set=settings["working_set"],
     )
     result = pairwise_intrinsic(reps, names, solver)
     for measure in snakemake.params.measures:
