@@ -153,9 +153,17 @@ def shared_glue_missing() -> bool:
 
 
 # The only things a machine may legitimately lack: key -> (what it is, is it missing here?)
+def cuda_missing() -> bool:
+    """Whether this machine has no CUDA device (most of the project's machines, and CI, have none)."""
+    import torch
+
+    return not torch.cuda.is_available()
+
+
 OPTIONAL_REASONS = {
     "shared_glue": (f"the real GLUE files ({', '.join(GLUE_FOLDERS)}) in ../shared/glue beside the clone",
                     shared_glue_missing),
+    "cuda": ("a CUDA device", cuda_missing),
 }
 # Markers that make a test slow by themselves: `pytest -m "not slow"` is the fast inner loop.
 IMPLY_SLOW = ("workflow", "install")

@@ -297,7 +297,7 @@ def test_the_default_device_follows_the_input_and_a_missing_device_is_named(enco
             ah.cka(x, x, device="cuda:1")
 
 
-@pytest.mark.optional(reason="needs a CUDA device")
+@pytest.mark.optional(reason="cuda")
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_tensors_are_computed_on_their_device(encoders) -> None:
     x, y = encoders["x"], encoders["y"]

@@ -100,7 +100,7 @@ def test_workflow_and_install_imply_slow(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("source,message", [
     ('import pytest\n@pytest.mark.optional(reason="my laptop has no GPU")\ndef test_a():\n    pytest.skip("x")\n',
-     "@pytest.mark.optional(reason=...) takes one of ['shared_glue']"),
+     "@pytest.mark.optional(reason=...) takes one of ['cuda', 'shared_glue']"),
     ("import pytest\n@pytest.mark.quick\ndef test_a():\n    pass\n", "'quick' not found in `markers`"),
     ('import pytest\npytest.skip("not today", allow_module_level=True)\n', "was skipped as a whole: not today"),
 ], ids=["optional-off-the-list", "unregistered-marker", "module-level-skip"])
