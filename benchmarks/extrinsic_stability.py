@@ -108,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--other-threads", type=int, default=2)
     parser.add_argument("--floor", type=float, default=1e-6)
     parser.add_argument("--local", action="store_true", help="also run the former local estimator side by side")
+    parser.add_argument("--reference", type=Path, help="a results folder whose extrinsic matrices an earlier version "
+                        "wrote from the same inputs: prints this version's values over those, per measure")
+    parser.add_argument("--base-only", action="store_true", help="only the base run (with --reference: the change)")
     args = parser.parse_args(argv)
     config = load_config(args.configfile, ROOT / "workflow" / "schemas" / "config.schema.yaml")
     names = args.encoders or list(config["encoders"])
@@ -132,14 +135,29 @@ def main(argv: list[str] | None = None) -> None:
             results = {}
             for label, variant in variants:
                 base, cpu = run_once(inputs, names, variant, args.threads)
-                jitter, _ = run_once((jittered(inputs[0]), *inputs[1:]), names, variant, args.threads)
-                other, _ = run_once(inputs, names, variant, args.other_threads)
                 totals[label] += cpu
                 results[label] = base
-                print(f"{label}: {cpu:.1f} CPU s (base run)")
+                print(f"{label}: {cpu:.1f} CPU s (base run)", flush=True)
+                if base.certified:
+                    for measure in MEASURES:
+                        g = gaps(base, measure)
+                        print(f"{label} {measure:<15} certified gap: max {np.nanmax(g):.1e}, above tol "
+                              f"{int((g > variant.tol).sum())} of {g.size}")
+                if args.base_only:
+                    continue
+                jitter, _ = run_once((jittered(inputs[0]), *inputs[1:]), names, variant, args.threads)
+                other, _ = run_once(inputs, names, variant, args.other_threads)
                 for line in report(label, base, jitter, other, variant.tol, args.floor,
                                    (args.threads, args.other_threads)):
-                    print(line)
+                    print(line, flush=True)
+            if args.reference is not None:
+                for measure in MEASURES:
+                    old = read_matrix(args.reference / "extrinsic" / task / layer / f"{measure}.csv").loc[names, names]
+                    new = getattr(results["certified"], measure)
+                    off = ~np.eye(len(names), dtype=bool) & (old.to_numpy() > args.floor)
+                    ratio = new[off] / old.to_numpy()[off]
+                    print(f"this version / {args.reference} {measure:<15} median {np.median(ratio):.4f}, range "
+                          f"{ratio.min():.4f}-{ratio.max():.4f} over {ratio.size} pairs", flush=True)
             if "local" in results:
                 for measure in MEASURES:
                     b, l = getattr(results["certified"], measure), getattr(results["local"], measure)
