@@ -293,7 +293,7 @@ class CertifiedDistance:
     upper: float
     coef: np.ndarray  # (r + 1,)
     lps: int
-    stop: str  # "tol" | "floor" | "stalled" | "max_lp"
+    stop: str  # "tol" | "floor" | "dominated" | "stalled" | "max_lp"
     cert_residual: float = 0.0
 
     @property
@@ -304,7 +304,7 @@ class CertifiedDistance:
 
 def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
             max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None,
-            smooth: bool = True) -> CertifiedDistance:
+            smooth: bool = True, dominated_below: float = -math.inf) -> CertifiedDistance:
     """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
 
     ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
@@ -329,6 +329,8 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     residual = 0.0
     if upper_t <= atol_t:
         return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "floor")
+    if SQRT2 * upper_t <= dominated_below:
+        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
     # the start map's worst rows on the side they violate; with many rows per column both sides
     # (one-sided sets of near-duplicate rows can leave s unbounded)
     both_sides = n > 10 * columns
@@ -366,6 +368,9 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
             break
         if upper_t <= atol_t:
             stop = "floor"
+            break
+        if SQRT2 * upper_t <= dominated_below:
+            stop = "dominated"
             break
         if s <= S_FLOOR * (1 - 1e-9) and not made_two_sided:
             # the working set does not bound s (no certificate possible): both sides of every row

@@ -267,8 +267,9 @@ def _close_worst_case(value: np.ndarray, lower: np.ndarray, certified: np.ndarra
                       certify_largest: bool = False) -> int:
     """Certify classifiers, largest upper bound first, until ``max upper - max lower <= tol * max upper``.
 
-    ``value``/``lower`` (classifiers,) are updated in place by ``certify(k)``; only the maximum needs a
-    certificate: a classifier whose upper bound is below the best lower bound cannot be the worst.
+    ``value``/``lower`` (classifiers,) are updated in place by ``certify(k, dominated_below)``; only
+    the maximum needs a certificate: a classifier whose upper bound is below the best lower bound
+    cannot be the worst, so its solve may stop there (its ``lower`` then stays NaN).
     ``certify_largest``: also until the classifier with the largest upper bound has its own interval
     (it is then used on its own: the search's start). Returns how many classifiers were certified here."""
     done = 0
@@ -281,8 +282,10 @@ def _close_worst_case(value: np.ndarray, lower: np.ndarray, certified: np.ndarra
             return done
         if certified[k]:
             return done  # the worst classifier's own interval did not close (max_lp): its gap is reported
-        certify(k)
-        certified[k] = True
+        # solved until its interval closes, or (for the maximum's value alone) until its upper bound
+        # falls to the best lower bound: then it cannot be the worst
+        certify(k, -math.inf if certify_largest else best_lower)
+        certified[k] = True  # settled: closed, or dominated
         done += 1
 
 
@@ -322,8 +325,8 @@ def random_probe_worst_case(prep: PreparedInputs, ctx: SourceContext, task: Fixe
                 certified = np.zeros(values.size, dtype=bool)
                 certified[0] = True
 
-                def certify(k: int) -> None:
-                    ctx.solver.certify(heads, result, [heads_j[k - 1]], targets, labels)
+                def certify(k: int, dominated_below: float) -> None:
+                    ctx.solver.certify(heads, result, [heads_j[k - 1]], targets, labels, dominated_below=dominated_below)
                     values[k], lowers[k] = float(result.value[heads_j[k - 1]]), float(result.lower[heads_j[k - 1]])
 
                 certified_here = _close_worst_case(values, lowers, certified, certify, settings.tol, settings.atol)
@@ -403,8 +406,8 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
                     values = result.value[members].nan_to_num(nan=-math.inf).cpu().numpy()
                     lowers = np.full(group, np.nan)
 
-                    def certify(k: int) -> None:
-                        search.certify(evaluated, result, [members[k]], group)
+                    def certify(k: int, dominated_below: float) -> None:
+                        search.certify(evaluated, result, [members[k]], group, dominated_below)
                         values[k], lowers[k] = float(result.value[members[k]]), float(result.lower[members[k]])
 
                     _close_worst_case(values, lowers, np.zeros(group, dtype=bool), certify, settings.tol, settings.atol,

@@ -65,16 +65,17 @@ class FixedClassifierSolver:
         return result
 
     def certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                labels: Sequence[str], warm: bool = False) -> None:
+                labels: Sequence[str], warm: bool = False, dominated_below: float = -math.inf) -> None:
         """Certify heads ``select`` of a two-class ``result`` in place: value = upper, lower, map.
-        Without ``warm`` each classifier gets a fresh LP (crashed at its start's worst rows)."""
+        Without ``warm`` each classifier gets a fresh LP (crashed at its start's worst rows).
+        ``dominated_below``: stop a head once its upper bound is at most this (it cannot be the largest)."""
         # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
         # threads only slow down (and their summation order would then depend on the thread count)
         with threadpool_limits(limits=1, user_api="blas"):
-            self._certify(heads, result, select, targets, labels, warm)
+            self._certify(heads, result, select, targets, labels, warm, dominated_below)
 
     def _certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                 labels: Sequence[str], warm: bool) -> None:
+                 labels: Sequence[str], warm: bool, dominated_below: float) -> None:
         settings = self.settings
         P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
         rank = self.Z.shape[1]
@@ -90,14 +91,15 @@ class FixedClassifierSolver:
                 lp.prune()
             lp.label = f"{self.source_name} -> {targets[h]}, classifier {labels[h]}"
             interval = certify(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], settings.tol, settings.atol,
-                               settings.max_lp)
+                               settings.max_lp, dominated_below=dominated_below)
             self.lp_count += interval.lps
-            self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)
+            if interval.stop != "dominated":
+                self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)
             half = torch.as_tensor(interval.coef / 2, dtype=result.A.dtype, device=result.A.device)
             result.A[:, h, 0], result.A[:, h, 1] = half[:rank], -half[:rank]
             result.c[h, 0], result.c[h, 1] = half[rank], -half[rank]
             result.value[h] = interval.upper
-            result.lower[h] = interval.lower
+            result.lower[h] = interval.lower if interval.stop != "dominated" else math.nan
             result.lps[h] = interval.lps
             result.stop[h] = interval.stop
             result.cert_residual[h] = interval.cert_residual

@@ -94,9 +94,11 @@ class WorstCaseSearch:
     def _labels(self, group: int) -> list[str]:
         return [f"searched {k}" for _ in self.others for k in range(group)]
 
-    def certify(self, problems: Heads, result: HeadResult, heads: list[int], group: int) -> None:
+    def certify(self, problems: Heads, result: HeadResult, heads: list[int], group: int,
+                dominated_below: float = -math.inf) -> None:
         """Certify chosen heads of an :meth:`evaluate` result made with ``certify=False``."""
-        self.solver.certify(problems, result, heads, self._targets(group), self._labels(group))
+        self.solver.certify(problems, result, heads, self._targets(group), self._labels(group),
+                            dominated_below=dominated_below)
 
     def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> Classifiers:
         """``count`` classifiers per head aimed at what the map cannot reproduce (heads h*count..).
