@@ -447,8 +447,12 @@ def _pairs_by_source(pairs: Sequence[tuple[int, int]] | None, count: int) -> lis
     return sorted((i, sorted(set(js))) for i, js in by_source.items())
 
 
-def _gap(value: float, lower: float) -> float:
-    return (value - lower) / value if value > 0 and math.isfinite(lower) else (0.0 if value == 0 else math.nan)
+def _gap(value: float, lower: float, atol: float) -> float:
+    """Relative gap of a certified interval: 0 when closed by the absolute floor (value <= atol), NaN
+    without a certificate."""
+    if value <= atol:
+        return 0.0
+    return (value - lower) / value if math.isfinite(lower) else math.nan
 
 
 def extrinsic_distances(
@@ -539,7 +543,7 @@ def extrinsic_distances(
             winner = result.start_names[int(result.winner[slot])]
             row: dict[str, object] = {
                 "mapped_from": names[i], "mapped_to": names[j], "d_psi": d_psi[i, j],
-                "d_psi_lower": d_psi_lower[i, j], "d_psi_gap": _gap(d_psi[i, j], d_psi_lower[i, j]),
+                "d_psi_lower": d_psi_lower[i, j], "d_psi_gap": _gap(d_psi[i, j], d_psi_lower[i, j], settings.atol),
                 "d_psi_lps": int(result.lps[slot]), "d_psi_stop": result.stop[slot],
                 "d_psi_cert_residual": float(result.cert_residual[slot]),
                 **{name: float(result.candidates[name][slot]) for name in (*STARTS, "refined") if name in result.candidates},
@@ -560,10 +564,10 @@ def extrinsic_distances(
             if worst_case:
                 row.update({
                     "d_worst": d_worst[i, j], "d_worst_lower": d_worst_lower[i, j],
-                    "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j]),
+                    "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j], settings.atol),
                     "worst_classifier": "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}",
                     "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
-                    "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j]),
+                    "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], settings.atol),
                     "search_radius": max(prep.radius[j], lemma.norm_max[i, j]),
                     "classifiers_evaluated": int(lemma.evaluated[i, j]),
                     "bound_worst_slack": lemma.c * lemma.norm_max[i, j] * lemma.excess(i, j),
