@@ -436,6 +436,57 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
                         np.where(improved, lowers, worst.lower), improved, searched, rows)
 
 
+def _diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult, matrices: dict[str, np.ndarray],
+                     worst_index: np.ndarray | None, worst_rows: dict[int, dict[str, object]],
+                     atol: float) -> list[dict[str, object]]:
+    """One ``d_psi_diagnostics.csv`` row per pair of one source: values, certified gaps, the local
+    search's starts and stalls, Lemma 5.2's slack, and the worst case's classifiers and search."""
+    names, i, others = prep.names, ctx.i, ctx.others
+    d_psi, d_psi_lower = matrices["d_psi"], matrices["d_psi_lower"]
+    d_worst, d_worst_lower = matrices.get("d_worst"), matrices.get("d_worst_lower")
+    d_search, d_search_lower = matrices.get("d_worst_search"), matrices.get("d_worst_search_lower")
+    worst_case = d_worst is not None
+    lemma = prep.lemma
+    rows = []
+    for slot, j in enumerate(others):
+        winner = result.start_names[int(result.winner[slot])]
+        row: dict[str, object] = {
+            "mapped_from": names[i], "mapped_to": names[j], "d_psi": d_psi[i, j],
+            "d_psi_lower": d_psi_lower[i, j], "d_psi_gap": _gap(d_psi[i, j], d_psi_lower[i, j], atol),
+            "d_psi_lps": int(result.lps[slot]), "d_psi_stop": result.stop[slot],
+            "d_psi_cert_residual": float(result.cert_residual[slot]),
+            **{name: float(result.candidates[name][slot]) for name in (*STARTS, "refined") if name in result.candidates},
+            "winning_start": winner,
+            "refine_stalled": bool(result.stalled[slot]) if result.stalled is not None else False,
+            "refine_restart_improved": (bool(result.restarted_improved[slot])
+                                        if result.restarted_improved is not None else False),
+            "soft_label_iterations": result.soft_label_iterations,
+            "soft_label_grad_norm": float(result.soft_label_grad[slot]),
+            "refine_iterations": result.refine_iterations,
+            "refine_grad_norm": float(result.refine_grad[slot]),
+            "source_rank": ctx.rank,
+            "d_aff_rebuilt": lemma.rebuilt[i, j],
+            "target_tail": lemma.tail[j],
+            "bound_slack": lemma.c * prep.task_norms[j] * lemma.excess(i, j),
+            "bound_violations": int(lemma.violations[i, j]),
+        }
+        if worst_case:
+            row.update({
+                "d_worst": d_worst[i, j], "d_worst_lower": d_worst_lower[i, j],
+                "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j], atol),
+                "worst_classifier": "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}",
+                "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
+                "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], atol),
+                "search_radius": max(prep.radius[j], lemma.norm_max[i, j]),
+                "classifiers_evaluated": int(lemma.evaluated[i, j]),
+                "bound_worst_slack": lemma.c * lemma.norm_max[i, j] * lemma.excess(i, j),
+                "classifiers_skipped": int(prep.skipped[j]),
+                **worst_rows.get(j, {}),
+            })
+        rows.append(row)
+    return rows
+
+
 def _pairs_by_source(pairs: Sequence[tuple[int, int]] | None, count: int) -> list[tuple[int, list[int]]]:
     if pairs is None:
         pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
@@ -538,43 +589,11 @@ def extrinsic_distances(
             restarts += int(result.restarted_improved.sum())
         lp_count += ctx.solver.lp_count
         max_gap = max(max_gap, ctx.solver.max_gap)
-        lemma = prep.lemma
-        for slot, j in enumerate(others):
-            winner = result.start_names[int(result.winner[slot])]
-            row: dict[str, object] = {
-                "mapped_from": names[i], "mapped_to": names[j], "d_psi": d_psi[i, j],
-                "d_psi_lower": d_psi_lower[i, j], "d_psi_gap": _gap(d_psi[i, j], d_psi_lower[i, j], settings.atol),
-                "d_psi_lps": int(result.lps[slot]), "d_psi_stop": result.stop[slot],
-                "d_psi_cert_residual": float(result.cert_residual[slot]),
-                **{name: float(result.candidates[name][slot]) for name in (*STARTS, "refined") if name in result.candidates},
-                "winning_start": winner,
-                "refine_stalled": bool(result.stalled[slot]) if result.stalled is not None else False,
-                "refine_restart_improved": (bool(result.restarted_improved[slot])
-                                            if result.restarted_improved is not None else False),
-                "soft_label_iterations": result.soft_label_iterations,
-                "soft_label_grad_norm": float(result.soft_label_grad[slot]),
-                "refine_iterations": result.refine_iterations,
-                "refine_grad_norm": float(result.refine_grad[slot]),
-                "source_rank": ctx.rank,
-                "d_aff_rebuilt": lemma.rebuilt[i, j],
-                "target_tail": lemma.tail[j],
-                "bound_slack": lemma.c * prep.task_norms[j] * lemma.excess(i, j),
-                "bound_violations": int(lemma.violations[i, j]),
-            }
-            if worst_case:
-                row.update({
-                    "d_worst": d_worst[i, j], "d_worst_lower": d_worst_lower[i, j],
-                    "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j], settings.atol),
-                    "worst_classifier": "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}",
-                    "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
-                    "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], settings.atol),
-                    "search_radius": max(prep.radius[j], lemma.norm_max[i, j]),
-                    "classifiers_evaluated": int(lemma.evaluated[i, j]),
-                    "bound_worst_slack": lemma.c * lemma.norm_max[i, j] * lemma.excess(i, j),
-                    "classifiers_skipped": int(prep.skipped[j]),
-                    **worst_rows.get(j, {}),
-                })
-            diagnostics.append(row)
+        matrices = {"d_psi": d_psi, "d_psi_lower": d_psi_lower}
+        if worst_case:
+            matrices.update(d_worst=d_worst, d_worst_lower=d_worst_lower, d_worst_search=d_search,
+                            d_worst_search_lower=d_search_lower)
+        diagnostics += _diagnostic_rows(prep, ctx, result, matrices, worst_index, worst_rows, settings.atol)
         log.info("source %d/%d '%s' (rank %d): d_psi %s%s", i + 1, count, names[i], ctx.rank,
                  np.array2string(d_psi[i, others], precision=4),
                  "" if d_worst is None else ", d_worst " + np.array2string(d_worst[i, others], precision=4)
