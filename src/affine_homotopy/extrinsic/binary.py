@@ -161,8 +161,9 @@ class ChebyshevLP:
                               ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
                               ("simplex_dual_edge_weight_strategy", 1),  # devex
                               # a deterministic cap (a few hundred pivots are typical): past it the LP is
-                              # solved again from scratch, then reported as a NumericalError
-                              ("simplex_iteration_limit", 50_000)):
+                              # solved again from scratch, then reported as a NumericalError (a warm
+                              # model is first replaced by a fresh one: FixedClassifierSolver)
+                              ("simplex_iteration_limit", 20_000)):
             solver.setOptionValue(option, value)
         self.inf = highspy.kHighsInf
         cost = np.zeros(columns + 1)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from ..errors import NumericalError
 from .binary import BinaryTarget, ChebyshevLP, certify
 from .local import HeadResult, Heads, fit_heads
 from .settings import ExtrinsicSettings
@@ -35,6 +36,7 @@ class FixedClassifierSolver:
         self.lps: dict[str, ChebyshevLP] = {}  # one persistent LP per target (pair source -> target)
         self.lp_count = 0
         self.max_gap = 0.0
+        self.restarted_lps = 0  # warm models given up for a fresh one (HiGHS's iteration cap)
 
     def certifies(self, n_classes: int) -> bool:
         return n_classes == 2 and self.settings.certified
@@ -90,8 +92,19 @@ class FixedClassifierSolver:
             else:
                 lp.prune()
             lp.label = f"{self.source_name} -> {targets[h]}, classifier {labels[h]}"
-            interval = certify(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], settings.tol, settings.atol,
-                               settings.max_lp, dominated_below=dominated_below)
+            target = BinaryTarget(P[:, h, 0], P[:, h, 1])
+            try:
+                interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
+                                   dominated_below=dominated_below)
+            except NumericalError:
+                if not warm:
+                    raise
+                # a warm model that HiGHS cannot finish within its iteration cap: solve this classifier
+                # on a fresh model (its own working set, crashed basis); a second failure is an error
+                self.restarted_lps += 1
+                lp = self.lps[targets[h]] = ChebyshevLP(self.design, lp.label)
+                interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
+                                   dominated_below=dominated_below)
             self.lp_count += interval.lps
             if interval.stop != "dominated":
                 self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)
