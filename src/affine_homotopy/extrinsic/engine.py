@@ -175,7 +175,8 @@ def prepare(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe
                             "overflow (non-finite)", names[j], skipped[j], random_probes[j].weight.shape[0])
             largest = max([task_norms[j], *randoms[j][3]])
             radius[j] = largest if settings.search_radius is None else settings.search_radius
-        if (settings.search_steps or settings.search_candidates) and not any(len(r[2]) for r in randoms):
+        searching = "d_worst_search" in settings.measures and (settings.search_steps or settings.search_candidates)
+        if searching and not any(len(r[2]) for r in randoms):
             log.info("no random classifiers (n_random_classifiers: 0): the worst-case search starts from each "
                      "target's task probe, in the ball of its norm%s",
                      "" if settings.search_radius is None else f" (configured radius {settings.search_radius:g})")
@@ -475,13 +476,16 @@ def _diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResul
                 "d_worst": d_worst[i, j], "d_worst_lower": d_worst_lower[i, j],
                 "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j], atol),
                 "worst_classifier": "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}",
-                "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
-                "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], atol),
-                "search_radius": max(prep.radius[j], lemma.norm_max[i, j]),
                 "classifiers_evaluated": int(lemma.evaluated[i, j]),
                 "bound_worst_slack": lemma.c * lemma.norm_max[i, j] * lemma.excess(i, j),
                 "classifiers_skipped": int(prep.skipped[j]),
                 **worst_rows.get(j, {}),
+            })
+        if d_search is not None:
+            row.update({
+                "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
+                "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], atol),
+                "search_radius": max(prep.radius[j], lemma.norm_max[i, j]),
             })
         rows.append(row)
     return rows
@@ -541,7 +545,9 @@ def extrinsic_distances(
         raise ConfigError(f"the worst-case search radius must be > 0, got {settings.search_radius}")
     by_source = _pairs_by_source(pairs, count)
     prep = prepare(representations, probes, names, random_probes, d_aff, settings)
-    worst_case = prep.randoms is not None
+    # d_worst (and the search, which starts from its classifiers) only when selected and given random classifiers
+    worst_case = prep.randoms is not None and "d_worst" in settings.measures
+    search = worst_case and "d_worst_search" in settings.measures
     certified = settings.certified and prep.n_classes == 2
     if prep.n_classes > 2:
         log.info("%d classes: fixed-classifier distances by the local search (upper bounds without a "
@@ -553,7 +559,8 @@ def extrinsic_distances(
         return out
 
     d_psi, d_psi_lower = matrix(), matrix()
-    d_worst, d_worst_lower, d_search, d_search_lower = (matrix() if worst_case else None for _ in range(4))
+    d_worst, d_worst_lower = (matrix() if worst_case else None for _ in range(2))
+    d_search, d_search_lower = (matrix() if search else None for _ in range(2))
     worst_index = np.full((count, count), -1, dtype=int) if worst_case else None
     searched: dict[tuple[int, int], SearchedClassifier] = {}
     diagnostics: list[dict[str, object]] = []
@@ -575,6 +582,7 @@ def extrinsic_distances(
             worst_index[i, others] = worst.index
             worst_rows = worst.rows
             clock.stop("d_worst")
+        if search:
             d_search[i, others], d_search_lower[i, others] = worst.value, worst.lower
             if settings.search_steps or settings.search_candidates:
                 found = searched_worst_case(prep, ctx, worst, settings)
@@ -592,13 +600,14 @@ def extrinsic_distances(
         max_gap = max(max_gap, ctx.solver.max_gap)
         matrices = {"d_psi": d_psi, "d_psi_lower": d_psi_lower}
         if worst_case:
-            matrices.update(d_worst=d_worst, d_worst_lower=d_worst_lower, d_worst_search=d_search,
-                            d_worst_search_lower=d_search_lower)
+            matrices.update(d_worst=d_worst, d_worst_lower=d_worst_lower)
+        if search:
+            matrices.update(d_worst_search=d_search, d_worst_search_lower=d_search_lower)
         diagnostics += _diagnostic_rows(prep, ctx, result, matrices, worst_index, worst_rows, settings.atol)
-        log.info("source %d/%d '%s' (rank %d): d_psi %s%s", i + 1, count, names[i], ctx.rank,
+        log.info("source %d/%d '%s' (rank %d): d_psi %s%s%s", i + 1, count, names[i], ctx.rank,
                  np.array2string(d_psi[i, others], precision=4),
-                 "" if d_worst is None else ", d_worst " + np.array2string(d_worst[i, others], precision=4)
-                 + ", d_worst_search " + np.array2string(d_search[i, others], precision=4))
+                 "" if d_worst is None else ", d_worst " + np.array2string(d_worst[i, others], precision=4),
+                 "" if d_search is None else ", d_worst_search " + np.array2string(d_search[i, others], precision=4))
     log.info("seconds: %s", {k: round(v, 2) for k, v in seconds.items()})
     if certified:
         log.info("certified fixed-classifier distances (two classes): %d LPs, largest relative gap %.2e (tol %g, "
@@ -620,7 +629,7 @@ def extrinsic_distances(
                     len(drifted), "; ".join(drifted[:5]))
     if worst_case:
         off = ~np.isnan(d_psi) & ~np.eye(count, dtype=bool)
-        if np.any(d_worst[off] < d_psi[off]) or np.any(d_search[off] < d_worst[off]):
+        if np.any(d_worst[off] < d_psi[off]) or (search and np.any(d_search[off] < d_worst[off])):
             raise NumericalError("d_psi <= d_worst <= d_worst_search broke: a bug, the maxima are over nested sets")
     lemma = prep.lemma
     bound = bound_slack = bound_worst_slack = None
@@ -632,7 +641,7 @@ def extrinsic_distances(
     return ExtrinsicResult(
         names, [(i, j) for i, others in by_source for j in others], prep.n_classes, certified, d_psi, d_psi_lower,
         diagnostics, seconds, d_worst, d_worst_lower, worst_index, d_search, d_search_lower, bound, bound_slack,
-        lemma.bound_worst(), bound_worst_slack, lemma.violations, prep.radius if worst_case else None,
+        lemma.bound_worst() if worst_case else None, bound_worst_slack if worst_case else None, lemma.violations, prep.radius if worst_case else None,
         prep.skipped if worst_case else None, searched)
 
 

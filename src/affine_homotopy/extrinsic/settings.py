@@ -42,6 +42,9 @@ class ExtrinsicSettings:
     soft_label_active_set: bool = True
     dtype: torch.dtype = torch.float64
     device: torch.device | str = "cpu"
+    # the measures computed (the library computes all three; a study config selects with
+    # extrinsic.measures): d_worst needs random classifiers, d_worst_search starts from d_worst's
+    measures: tuple[str, ...] = ("d_psi", "d_worst", "d_worst_search")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], device: torch.device | str = "cpu") -> "ExtrinsicSettings":
@@ -58,4 +61,5 @@ class ExtrinsicSettings:
             search_steps=search["steps"], search_step_size=search["step_size"], search_radius=search["radius"],
             search_candidates=search["candidates"], search_accept_rtol=search["accept_rtol"],
             dtype=DTYPES[section["dtype"]], device=device,
+            measures=tuple(section.get("measures", cls.measures)),
         )
