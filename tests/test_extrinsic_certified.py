@@ -123,6 +123,32 @@ def test_interval_contains_the_independent_optimum(name) -> None:
     assert np.isnan(result.d_psi[1, 0])  # only the requested pair was computed
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_a_dominated_stop_decides_as_the_full_solve(name) -> None:
+    """The search rejects a step whose value is at most its threshold: stopping the LPs once the upper
+    bound falls there must decide every threshold as the full solve's interval does (thresholds
+    around the independent optimum; without the smooth start, so that the LPs do the work)."""
+    from affine_homotopy.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
+
+    X, Y, target_probe = case(name)
+    design = affine_family(X)
+    q = class_one(Y, target_probe)
+    target = BinaryTarget(q, 1 - q)
+    logit = np.log(np.clip(q, 1e-12, None)) - np.log(np.clip(1 - q, 1e-12, None))
+    start = np.linalg.lstsq(design, logit, rcond=None)[0]  # the least-squares logit map
+    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False)
+    ref_lo, ref_hi = reference_distance(X, q)
+    for factor in (0.5, 0.999, 1.002, 1.05, 1.2, 2.0):
+        threshold = factor * ref_lo
+        stopped = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False, dominated_below=threshold)
+        assert (stopped.upper > threshold) == (full.upper > threshold), (threshold, stopped, full)
+        assert stopped.upper >= ref_lo * (1 - 1e-7)  # still an upper bound of the optimum
+        if stopped.stop == "dominated":
+            assert stopped.upper <= threshold and stopped.lps <= full.lps
+        else:  # not dominated: the same LPs, the same interval
+            assert (stopped.lower, stopped.upper, stopped.lps) == (full.lower, full.upper, full.lps)
+
+
 def test_brute_force_grid_on_a_one_dimensional_source() -> None:
     """For x in R^1 every map is u = a x + b: a fine grid's best value is at least the optimum."""
     X, Y, target_probe = case("one_dimensional")

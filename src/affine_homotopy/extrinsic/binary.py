@@ -317,9 +317,13 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     n, columns = A.shape
     lps_before = lp.lps
     tol_t, atol_t = tol, atol / SQRT2
+    # a start with a non-finite coefficient (an overflowed fit) scores nothing: the zero map stands in
+    starts = [w for w in starts if np.isfinite(w).all()] or [np.zeros(columns)]
     scored = [(float(target.errors(A @ w).max()), k) for k, w in enumerate(starts)]
     upper_t, best = min(scored)
     coef = starts[best]
+    if SQRT2 * upper_t <= dominated_below and upper_t > atol_t:  # before the smooth start: it only lowers upper
+        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
     if smooth and upper_t > atol_t:
         smoothed = smooth_max_start(A, target, coef)
         if target.errors(A @ smoothed).max() < upper_t:

@@ -49,13 +49,15 @@ class FixedClassifierSolver:
         return self._design
 
     def solve(self, heads: Heads, targets: Sequence[str], labels: Sequence[str], settings: ExtrinsicSettings | None = None,
-              soft_label: bool = True, certify_heads: bool = True, warm: bool = False) -> HeadResult:
+              soft_label: bool = True, certify_heads: bool = True, warm: bool = False,
+              dominated_below: float | np.ndarray = -math.inf) -> HeadResult:
         """Values of every head; ``targets[h]``/``labels[h]`` name head ``h``'s target encoder and
         classifier (LP reuse and error messages). ``certify_heads=False`` on two classes returns the
         local estimator's values (upper bounds, ``lower`` NaN, a few per cent above the optimum):
         :meth:`certify` closes the heads that can matter later.
         ``warm``: the classifiers are small steps from the last ones of their pairs (the search), so
-        each pair's LP keeps its last active half-spaces and basis."""
+        each pair's LP keeps its last active half-spaces and basis. ``dominated_below`` (scalar or
+        per head): see :meth:`certify`."""
         settings = settings or self.settings
         if not self.certifies(heads.P.shape[2]):
             result = fit_heads(self.Z, heads, settings, soft_label)
@@ -63,22 +65,25 @@ class FixedClassifierSolver:
         if not certify_heads:  # the local estimator's values: cheap upper bounds, for choosing what to certify
             return _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label))
         result = _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label, refine_heads=False))
-        self.certify(heads, result, range(heads.P.shape[1]), targets, labels, warm)
+        self.certify(heads, result, range(heads.P.shape[1]), targets, labels, warm, dominated_below)
         return result
 
     def certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                labels: Sequence[str], warm: bool = False, dominated_below: float = -math.inf) -> None:
+                labels: Sequence[str], warm: bool = False, dominated_below: float | np.ndarray = -math.inf) -> None:
         """Certify heads ``select`` of a two-class ``result`` in place: value = upper, lower, map.
         Without ``warm`` each classifier gets a fresh LP (crashed at its start's worst rows).
-        ``dominated_below``: stop a head once its upper bound is at most this (it cannot be the largest)."""
+        ``dominated_below`` (scalar, or one value per head of ``result``): stop a head once its upper
+        bound is at most this (it cannot be the largest, or cannot be accepted); its value is then
+        that upper bound and its ``lower`` NaN."""
         # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
         # threads only slow down (and their summation order would then depend on the thread count)
         with threadpool_limits(limits=1, user_api="blas"):
             self._certify(heads, result, select, targets, labels, warm, dominated_below)
 
     def _certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                 labels: Sequence[str], warm: bool, dominated_below: float) -> None:
+                 labels: Sequence[str], warm: bool, dominated_below: float | np.ndarray) -> None:
         settings = self.settings
+        below = np.broadcast_to(np.asarray(dominated_below, dtype=float), (result.value.shape[0],))
         P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
         rank = self.Z.shape[1]
         for h in [int(k) for k in select]:
@@ -95,7 +100,7 @@ class FixedClassifierSolver:
             target = BinaryTarget(P[:, h, 0], P[:, h, 1])
             try:
                 interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
-                                   dominated_below=dominated_below)
+                                   dominated_below=float(below[h]))
             except NumericalError:
                 if not warm:
                     raise
@@ -104,7 +109,7 @@ class FixedClassifierSolver:
                 self.restarted_lps += 1
                 lp = self.lps[targets[h]] = ChebyshevLP(self.design, lp.label)
                 interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
-                                   dominated_below=dominated_below)
+                                   dominated_below=float(below[h]))
             self.lp_count += interval.lps
             if interval.stop != "dominated":
                 self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)

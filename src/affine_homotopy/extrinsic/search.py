@@ -62,11 +62,14 @@ class WorstCaseSearch:
         return self.lam * (full.reshape(n, heads * group, n_classes) + clf.b)
 
     def evaluate(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None,
-                 settings: ExtrinsicSettings, soft_label: bool, group: int = 1, certify: bool = True):
+                 settings: ExtrinsicSettings, soft_label: bool, group: int = 1, certify: bool = True,
+                 dominated_below: float | np.ndarray = -math.inf):
         """The fixed-classifier values of each classifier (``group`` per head); NaN for a non-finite one.
 
         Returns ``(result, finite)``, and with ``certify=False`` also the heads' problems, so that
-        :meth:`certify` can close chosen heads later (two classes)."""
+        :meth:`certify` can close chosen heads later (two classes). ``dominated_below`` (per head):
+        a certified head stops once its upper bound is at most this (its value is then that upper
+        bound, its lower bound NaN)."""
         logits = self.logits(clf, group)
         finite = torch.isfinite(logits).all(dim=(0, 2))
         logits = torch.where(finite[None, :, None], logits, torch.zeros_like(logits))
@@ -82,7 +85,7 @@ class WorstCaseSearch:
             starts["warm"] = warm
         problems = Heads(torch.softmax(logits, dim=2), starts)
         result = self.solver.solve(problems, self._targets(group), self._labels(group), settings, soft_label,
-                                   certify_heads=certify, warm=warm is not None)
+                                   certify_heads=certify, warm=warm is not None, dominated_below=dominated_below)
         result.value = torch.where(finite, result.value, torch.full_like(result.value, math.nan))
         if certify:
             return result, finite
@@ -184,9 +187,13 @@ class WorstCaseSearch:
             current = Classifiers(best["W"], best["b"])
             direction = self.ascent_direction(current, best["A"], best["c"])
             candidate, norms = self.step(current, direction, length, radius)
-            result, finite = self.evaluate(candidate, (best["A"], best["c"]), step_settings, soft_label=False)
+            threshold = best["value"] * (1 + settings.search_accept_rtol)
+            # certified: a step whose upper bound falls to the acceptance threshold is rejected
+            # whatever its exact value, so its LPs stop there (the same decisions, fewer LPs)
+            result, finite = self.evaluate(candidate, (best["A"], best["c"]), step_settings, soft_label=False,
+                                           dominated_below=threshold.cpu().numpy() if certified else -math.inf)
             observe(result.value, norms, finite)
-            better = finite & (result.value > best["value"] * (1 + settings.search_accept_rtol))
+            better = finite & (result.value > threshold)
             accepted += better.long()
             best["W"][better], best["b"][better] = candidate.W[better], candidate.b[better]
             best["value"][better], best["lower"][better] = result.value[better], result.lower[better]
