@@ -84,8 +84,10 @@ def measure_solver(reps: list[np.ndarray]) -> dict[str, tuple[float, int, str]]:
             "d_aff": ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")}
 
 
-def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int) -> dict[str, tuple[float, int, str]]:
-    """Per-unit CPU seconds of every stage on ``reps`` (K encoders of N rows): stage -> (seconds, units, unit)."""
+def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_extrinsic: bool = False,
+                search: bool = True) -> dict[str, tuple[float, int, str]]:
+    """Per-unit CPU seconds of every stage on ``reps`` (K encoders of N rows): stage -> (seconds, units, unit).
+    ``only_extrinsic``: the probes and the extrinsic stages only (d_aff is solved for its maps, not recorded)."""
     from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances
     from affine_homotopy.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
     from affine_homotopy.linalg import factorise
@@ -102,23 +104,31 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int) -> di
         reps, names, SolverSettings(measures=("d_aff",), keep_weights=True, tol=1e-3)))
     out["d_aff"] = ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")
     say(f"    d_aff iterations (median) {np.median(intrinsic.iterations[~np.eye(k, dtype=bool)]):.0f}")
-    _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=("d_lin",), tol=1e-3)))
-    out["d_lin"] = ((seconds - 2 * k * factorise_each) / pairs, pairs, "ordered pair")  # also the uncentred SVD
-    baselines = tuple(m for m in MEASURES if m not in {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm",
-                                                      "d_lin", "d_lin_lower"})
-    _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=baselines)))
-    out["baselines"] = ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")
+    if only_extrinsic:
+        del out["factorise"], out["d_aff"]
+    else:
+        _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=("d_lin",), tol=1e-3)))
+        out["d_lin"] = ((seconds - 2 * k * factorise_each) / pairs, pairs, "ordered pair")  # also the uncentred SVD
+        baselines = tuple(m for m in MEASURES if m not in {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm",
+                                                          "d_lin", "d_lin_lower"})
+        _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=baselines)))
+        out["baselines"] = ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")
     probes, seconds = cpu_seconds(lambda: [fit_softmax_probe(r, labels, 2) for r in reps])
     out["task_probe"] = (seconds / k, k, "encoder layer")
     random_y = random_labels(n, 2, range(n_random))
     randoms, seconds = cpu_seconds(lambda: [fit_random_probes_sgd(r, random_y, 2) for r in reps])
     out["random_probe"] = (seconds / (k * n_random), k * n_random, "random classifier of an encoder layer")
-    result = extrinsic_distances(reps, probes, names, intrinsic.weights, randoms, ExtrinsicSettings(),
-                                 intrinsic.matrices["d_aff"])
+    settings = ExtrinsicSettings() if search else ExtrinsicSettings(measures=("d_psi", "d_worst"))
+    result = extrinsic_distances(reps, probes, names, intrinsic.weights, randoms, settings, intrinsic.matrices["d_aff"])
     out["d_psi"] = (result.seconds["cpu_d_psi"] / pairs, pairs, "ordered pair")
     out["d_worst"] = (result.seconds["cpu_d_worst"] / (pairs * n_random), pairs * n_random,
                       "random classifier of an ordered pair")
-    out["d_worst_search"] = (result.seconds["cpu_d_worst_search"] / pairs, pairs, "ordered pair")
+    if search:
+        out["d_worst_search"] = (result.seconds["cpu_d_worst_search"] / pairs, pairs, "ordered pair")
+    if result.certified:
+        gaps = [row[column] for row in result.diagnostics for column in ("d_psi_gap", "d_worst_gap", "d_worst_search_gap")
+                if np.isfinite(row.get(column, np.nan))]
+        say(f"    certified extrinsic: largest relative gap {max(gaps):.2e} over {len(gaps)} intervals")
     return out
 
 
@@ -156,7 +166,7 @@ def measure(args: argparse.Namespace) -> None:
     runs = [(n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]])
             for n in sizes]
     runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)]) for n in wide_sizes]
-    if not args.only_solver:
+    if not (args.only_solver or args.only_extrinsic):
         runs.append((2000, 384, [embedded[layer] for layer in range(6)]))  # K = 6: per-pair cost independent of K
     for n, d, full_reps in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
@@ -166,7 +176,9 @@ def measure(args: argparse.Namespace) -> None:
         tick = time.perf_counter()
         say(f"N = {n}, D = {d}, K = {len(reps)}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
             f"load {os.getloadavg()[0]:.2f})")
-        stages = measure_solver(reps) if args.only_solver else measure_one(reps, labels_all[:n], n_random)
+        stages = (measure_solver(reps) if args.only_solver
+                  else measure_one(reps, labels_all[:n], n_random, args.only_extrinsic,
+                                   search=args.search_sizes is None or n in args.search_sizes))
         rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                  "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
                  "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d")}
@@ -332,7 +344,12 @@ def main() -> None:
     m.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
     m.add_argument("--quick", action="store_true")
     m.add_argument("--only-solver", action="store_true", help="only the factorisation and d_aff (the solver rows)")
+    m.add_argument("--only-extrinsic", action="store_true",
+                   help="only the probes and the extrinsic stages (d_aff is solved for its maps, not recorded)")
     m.add_argument("--sizes", type=int, nargs="+", help="these N only (D = 768 at those of 2,000 and 8,000)")
+    m.add_argument("--search-sizes", type=int, nargs="+",
+                   help="measure d_worst_search only at these N (default: every N; the certified search is the "
+                        "dearest stage to measure)")
     sub.add_parser("fit")
     p = sub.add_parser("project")
     p.add_argument("--configfile", default=str(ROOT / "config" / "paper.yaml"))

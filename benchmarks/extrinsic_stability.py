@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 import sys
 import time
 from pathlib import Path
@@ -81,10 +82,10 @@ def gaps(result, measure: str, atol: float) -> np.ndarray:
         return np.where(value[off] > atol, (value[off] - lower[off]) / value[off], 0.0)
 
 
-def report(label: str, base, jitter, other, tol: float, floor: float, threads: tuple[int, int], atol: float
-           ) -> list[str]:
+def report(label: str, base, jitter, other, tol: float, floor: float, threads: tuple[int, int], atol: float,
+           measures=MEASURES) -> list[str]:
     lines = []
-    for measure in MEASURES:
+    for measure in measures:
         b = getattr(base, measure)
         row = [f"{label:<18} {measure:<15}"]
         for name, result in (("jitter", jitter), (f"threads {threads[0]}->{threads[1]}", other)):
@@ -113,15 +114,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", type=Path, help="a results folder whose extrinsic matrices an earlier version "
                         "wrote from the same inputs: prints this version's values over those, per measure")
     parser.add_argument("--base-only", action="store_true", help="only the base run (with --reference: the change)")
+    parser.add_argument("--measures", nargs="+", default=list(MEASURES), choices=MEASURES,
+                        help="the extrinsic measures run (default all three, whatever the config selects)")
     args = parser.parse_args(argv)
+    measures = [m for m in MEASURES if m in args.measures]
     config = load_config(args.configfile, ROOT / "workflow" / "schemas" / "config.schema.yaml")
     names = args.encoders or list(config["encoders"])
     tasks = args.tasks or sorted(p.name for p in (args.results / "intrinsic").iterdir() if p.is_dir())
-    settings = ExtrinsicSettings.from_config(config)
+    settings = replace(ExtrinsicSettings.from_config(config), measures=tuple(measures))
+    print(f"measures {measures}; worst-case search: {settings.search_candidates} aimed classifiers, "
+          f"{settings.search_steps} steps, accept_rtol {settings.search_accept_rtol}")
     print(f"results {args.results}, {len(names)} encoders, tol {settings.tol}, atol {settings.atol}, "
           f"torch {torch.__version__}, threads {args.threads} vs {args.other_threads}; changes relative, over "
           f"ordered pairs with base value > {args.floor:g}")
     totals = {"certified": 0.0, "local": 0.0}
+    phase_totals = {label: dict.fromkeys(measures, 0.0) for label in totals}
     for task in tasks:
         layers = args.layers or sorted(p.name for p in (args.results / "intrinsic" / task).iterdir() if p.is_dir())
         for layer in layers:
@@ -131,17 +138,18 @@ def main(argv: list[str] | None = None) -> None:
                   f"{inputs[2][0].weight.shape[0]} random classifiers)")
             variants = [("certified", settings)]
             if args.local:
-                from dataclasses import replace
-
                 variants.append(("local", replace(settings, certified=False)))
             results = {}
             for label, variant in variants:
                 base, cpu = run_once(inputs, names, variant, args.threads)
                 totals[label] += cpu
                 results[label] = base
-                print(f"{label}: {cpu:.1f} CPU s (base run)", flush=True)
+                phases = ", ".join(f"{m} {base.seconds['cpu_' + m]:.1f}" for m in measures)
+                print(f"{label}: {cpu:.1f} CPU s (base run; phases: {phases})", flush=True)
+                for m in measures:
+                    phase_totals[label][m] += base.seconds["cpu_" + m]
                 if base.certified:
-                    for measure in MEASURES:
+                    for measure in measures:
                         g = gaps(base, measure, variant.atol)
                         print(f"{label} {measure:<15} certified gap: max {np.nanmax(g):.1e}, above tol "
                               f"{int((g > variant.tol).sum())} of {g.size}")
@@ -150,10 +158,10 @@ def main(argv: list[str] | None = None) -> None:
                 jitter, _ = run_once((jittered(inputs[0]), *inputs[1:]), names, variant, args.threads)
                 other, _ = run_once(inputs, names, variant, args.other_threads)
                 for line in report(label, base, jitter, other, variant.tol, args.floor,
-                                   (args.threads, args.other_threads), variant.atol):
+                                   (args.threads, args.other_threads), variant.atol, measures):
                     print(line, flush=True)
             if args.reference is not None:
-                for measure in MEASURES:
+                for measure in measures:
                     old = read_matrix(args.reference / "extrinsic" / task / layer / f"{measure}.csv").loc[names, names]
                     new = getattr(results["certified"], measure)
                     off = ~np.eye(len(names), dtype=bool) & (old.to_numpy() > args.floor)
@@ -161,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"this version / {args.reference} {measure:<15} median {np.median(ratio):.4f}, range "
                           f"{ratio.min():.4f}-{ratio.max():.4f} over {ratio.size} pairs", flush=True)
             if "local" in results:
-                for measure in MEASURES:
+                for measure in measures:
                     b, l = getattr(results["certified"], measure), getattr(results["local"], measure)
                     off = ~np.eye(len(b), dtype=bool) & (b > args.floor)
                     ratio = l[off] / b[off]
@@ -170,6 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     if totals["local"]:
         print(f"\nCPU seconds of the base runs: certified {totals['certified']:.1f}, local {totals['local']:.1f}, "
               f"ratio certified / local {totals['certified'] / totals['local']:.2f}")
+        for m in measures:
+            c, l = phase_totals["certified"][m], phase_totals["local"][m]
+            print(f"    phase {m}: certified {c:.1f}, local {l:.1f} CPU s, ratio {c / l if l else float('nan'):.2f}")
 
 
 if __name__ == "__main__":
