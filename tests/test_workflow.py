@@ -67,7 +67,8 @@ def tiny_config(tiny_models: dict[str, Path], **overrides: Any) -> dict[str, Any
         "layers": [1, 2],
         "embedding": {"batch_size": 32},
         "probe": {"l2_grid": [0.01, 0.1], "max_iter": 200},
-        "extrinsic": {"max_iter": 100},
+        # every extrinsic measure (d_worst_search is opt-in), so that the end-to-end run checks them all
+        "extrinsic": {"max_iter": 100, "measures": ["d_psi", "d_worst", "d_worst_search"]},
     }
     config.update(overrides)
     return config
@@ -80,8 +81,10 @@ def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
     assert demo["embed"] == 1 * 2 * 2 and demo["derive"] == 6 * 2
     paper = snakemake("-n", "--configfile", str(PAPER), workdir=tmp_path).stdout
     counts = job_counts(paper)
+    extrinsic_layers = len(yaml.safe_load(PAPER.read_text())["extrinsic"]["layers"])  # the final layer
     assert counts["embed"] == 27 * 6 * 2  # (encoder, task, split)
-    assert counts["intrinsic"] == counts["extrinsic"] == 6 * 4  # (task, layer)
+    assert counts["intrinsic"] == 6 * 4  # (task, layer): every configured layer
+    assert counts["extrinsic"] == counts["probe_table"] == 6 * extrinsic_layers  # (task, extrinsic layer)
     assert counts["probe"] == 27 * 6
     assert counts["download_model"] == 27 and counts["download_task"] == 6  # staging, on the submit host
     assert counts["rank_deficiency"] == 6 and counts["correlate"] == counts["paper_comparison"] == 1
@@ -91,6 +94,52 @@ def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
     through_slurm = snakemake("-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
                               "--configfile", str(PAPER), workdir=tmp_path).stdout
     assert job_counts(through_slurm) == counts  # the cluster profile plans the same study
+
+
+def planned_files(output: str) -> dict[str, dict[str, set[str]]]:
+    """{rule: {"input": paths, "output": paths}} over every job of a dry run's output."""
+    files: dict[str, dict[str, set[str]]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
+        head = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not head:
+            continue
+        for kind in ("input", "output"):
+            line = re.search(rf"^    {kind}: (.*)$", block, re.M)
+            files.setdefault(head[1], {"input": set(), "output": set()})[kind] |= set(line[1].split(", ")) if line else set()
+    return files
+
+
+def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(tmp_path: Path, tiny_models) -> None:
+    """extrinsic.measures [d_psi] at extrinsic.layers [one layer]: the probes, the extrinsic jobs, their
+    summary and Table 1 at that layer only, only d_psi's files; the intrinsic stage at every layer."""
+    from affine_homotopy.layers import layer_label
+    from affine_homotopy.measures import extrinsic_outputs
+
+    config = tiny_config(tiny_models, extrinsic={"max_iter": 100, "measures": ["d_psi"], "layers": [2]})
+    plan = snakemake("-n", "--configfile", str(write_config(tmp_path / "selected.yaml", config)), workdir=tmp_path).stdout
+    counts, files = job_counts(plan), planned_files(plan)
+    tasks, only = list(config["tasks"]), layer_label(2)
+    assert counts["intrinsic"] == len(tasks) * len(config["layers"])
+    assert counts["extrinsic"] == counts["probe_table"] == len(tasks)  # one extrinsic layer
+    assert counts["probe"] == len(config["encoders"]) * len(tasks)
+    extrinsic = files["extrinsic"]["output"]
+    assert {Path(p).parent.name for p in extrinsic} == {only}
+    assert {Path(p).stem for p in extrinsic} == {*extrinsic_outputs(["d_psi"]), "d_psi_diagnostics"}
+    assert "d_worst" not in plan  # no d_worst, d_worst_search or bound_worst file anywhere in the plan
+    assert {Path(p).stem for p in files["probe"]["output"] if p.endswith(".npz")} == {only}
+    assert {Path(p).stem for p in files["probe_table"]["output"]} == {only}
+    for rule in ("correlate", "extrinsic_summary", "figure_extrinsic_vs_intrinsic"):
+        layers = {Path(p).parent.name for p in files[rule]["input"] if "/intrinsic/" in p or "/extrinsic/" in p}
+        assert layers == {only}, (rule, layers)
+    # Figures 1/4, the rank analysis and the preorder keep every layer
+    assert {Path(p).parent.name for p in files["figure_asymmetry_grid"]["input"]} == {layer_label(l) for l in config["layers"]}
+    # a table layer outside extrinsic.layers stops the run before any job, naming both keys
+    config["analysis"] = {"table_layer": 1}
+    result = snakemake("-n", "--configfile", str(write_config(tmp_path / "bad.yaml", config)), workdir=tmp_path,
+                       check=False)
+    said = result.stdout + result.stderr
+    assert result.returncode != 0 and "Invalid configuration: config key 'analysis.table_layer' has value 1" in said
+    assert "config key 'extrinsic.layers' = [2]" in said and not (tmp_path / "results").exists()
 
 
 def test_bad_config_fails_before_any_job(tmp_path: Path, tiny_models) -> None:
