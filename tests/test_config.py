@@ -105,7 +105,8 @@ def test_shipped_configs_are_valid(schema_path) -> None:
         (lambda c: c.update(extrinsic={"layers": [2, 3]}),
          r"'extrinsic\.layers' = \[2, 3\] names 3, which is not one of the configured layer positions \(config key "
          r"'layers': \[1, 2\], labels \['layer1', 'layer2'\]\)\. Fix: list configured positions"),
-        (lambda c: c.update(extrinsic={"layers": ["last"]}), r"'extrinsic\.layers' = \['last'\] names 'last', which is not"),
+        (lambda c: c.update(extrinsic={"layers": ["last"]}),
+         r"'extrinsic\.layers' = \['last'\] names 'last', which is not"),
         (lambda c: c.update(layers={"relative": [0.5, 1.0]}, extrinsic={"layers": [1]}),
          r"'extrinsic\.layers' = \[1\] names 1, which is not one of the configured layer positions .*\[0\.5, 1\.0\]"),
         (lambda c: c.update(extrinsic={"layers": [2, "layer2"]}),

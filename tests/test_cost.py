@@ -113,7 +113,8 @@ def test_projection_counts_only_the_selected_extrinsic_measures(paper_config) ->
     assert worst.rules["probe"] - bare.rules["probe"] == pytest.approx(worst.stages["random_probe"])
     # the intrinsic rule and the task probes do not depend on the extrinsic selection
     for part in (worst, bare):
-        assert part.rules["intrinsic"] == full.rules["intrinsic"] and part.stages["task_probe"] == full.stages["task_probe"]
+        assert part.rules["intrinsic"] == full.rules["intrinsic"]
+        assert part.stages["task_probe"] == full.stages["task_probe"]
         assert part.total == pytest.approx(sum(part.stages.values()))
 
 

@@ -105,7 +105,8 @@ def planned_files(output: str) -> dict[str, dict[str, set[str]]]:
             continue
         for kind in ("input", "output"):
             line = re.search(rf"^    {kind}: (.*)$", block, re.M)
-            files.setdefault(head[1], {"input": set(), "output": set()})[kind] |= set(line[1].split(", ")) if line else set()
+            paths = set(line[1].split(", ")) if line else set()
+            files.setdefault(head[1], {"input": set(), "output": set()})[kind] |= paths
     return files
 
 
@@ -116,7 +117,8 @@ def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(t
     from affine_homotopy.measures import extrinsic_outputs
 
     config = tiny_config(tiny_models, extrinsic={"max_iter": 100, "measures": ["d_psi"], "layers": [2]})
-    plan = snakemake("-n", "--configfile", str(write_config(tmp_path / "selected.yaml", config)), workdir=tmp_path).stdout
+    configfile = str(write_config(tmp_path / "selected.yaml", config))
+    plan = snakemake("-n", "--configfile", configfile, workdir=tmp_path).stdout
     counts, files = job_counts(plan), planned_files(plan)
     tasks, only = list(config["tasks"]), layer_label(2)
     assert counts["intrinsic"] == len(tasks) * len(config["layers"])
@@ -132,7 +134,8 @@ def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(t
         layers = {Path(p).parent.name for p in files[rule]["input"] if "/intrinsic/" in p or "/extrinsic/" in p}
         assert layers == {only}, (rule, layers)
     # Figures 1/4, the rank analysis and the preorder keep every layer
-    assert {Path(p).parent.name for p in files["figure_asymmetry_grid"]["input"]} == {layer_label(l) for l in config["layers"]}
+    every = {layer_label(position) for position in config["layers"]}
+    assert {Path(p).parent.name for p in files["figure_asymmetry_grid"]["input"]} == every
     # a table layer outside extrinsic.layers stops the run before any job, naming both keys
     config["analysis"] = {"table_layer": 1}
     result = snakemake("-n", "--configfile", str(write_config(tmp_path / "bad.yaml", config)), workdir=tmp_path,

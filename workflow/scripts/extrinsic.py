@@ -51,7 +51,8 @@ def main(snakemake):
     result.check_bounds()  # NumericalError before anything is written
     matrices = result.matrices()
     declared = [name for name in snakemake.output.keys() if name != "diagnostics"]
-    if sorted(matrices) != sorted(declared):  # the rule's outputs follow the same selection (measures.extrinsic_outputs)
+    # the rule declares the same selection's files (affine_homotopy.measures.extrinsic_outputs)
+    if sorted(matrices) != sorted(declared):
         raise ValueError(f"the engine computed {sorted(matrices)}, but the rule declares {sorted(declared)}")
     for name, matrix in matrices.items():
         write_matrix(snakemake.output[name], matrix, names)
