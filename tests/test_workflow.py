@@ -145,6 +145,41 @@ def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(t
     assert "config key 'extrinsic.layers' = [2]" in said and not (tmp_path / "results").exists()
 
 
+def test_a_run_of_d_psi_alone_at_one_layer_writes_only_that(tmp_path: Path, tiny_models) -> None:
+    """The job scripts with the smallest selection: d_psi at the last layer only. The probe jobs fit that
+    layer's task probes and no random-label probe, the extrinsic jobs write d_psi's files, the summary
+    has no worst-case column, Table 1 and Figure 2 are at that layer; the intrinsic stage at both."""
+    from affine_homotopy.measures import extrinsic_outputs
+
+    config = tiny_config(tiny_models, tasks={"sent": {"source": "synthetic", "generator": "synthetic_sentiment",
+                                                      "n_train": 120, "n_dev": 40}},
+                         extrinsic={"max_iter": 50, "measures": ["d_psi"], "layers": [2]})
+    snakemake("--cores", "2", "--configfile", str(write_config(tmp_path / "psi.yaml", config)), workdir=tmp_path)
+    results = tmp_path / "results" / "tiny"
+    assert sorted(p.name for p in (results / "intrinsic" / "sent").iterdir()) == ["layer1", "layer2"]
+    assert sorted(p.name for p in (results / "extrinsic" / "sent").iterdir()) == ["layer2"]
+    written = {p.stem for p in (results / "extrinsic" / "sent" / "layer2").glob("*.csv")}
+    assert written == {*extrinsic_outputs(["d_psi"]), "d_psi_diagnostics"}
+    diagnostics = pd.read_csv(results / "extrinsic" / "sent" / "layer2" / "d_psi_diagnostics.csv")
+    assert not [c for c in diagnostics.columns if "worst" in c or "search" in c] and len(diagnostics) == 4 * 3
+    assert sorted(p.name for p in (results / "probes" / "sent").glob("*.csv")) == ["layer2.csv"]
+    for name in config["encoders"]:
+        assert [p.name for p in (results / "probes" / "sent" / "weights" / name).iterdir()] == ["layer2.npz"]
+        with np.load(results / "probes" / "sent" / "weights" / name / "layer2.npz") as weights:
+            assert weights["random_weight"].shape[0] == 0  # no random-label probe without d_worst
+    summary = pd.read_csv(results / "extrinsic" / "summary.csv")
+    assert list(summary["layer"]) == ["layer2"] and (summary["violations"] == 0).all()
+    assert not [c for c in summary.columns if "worst" in c or "search" in c]
+    correlation = pd.read_csv(results / "tables" / "correlation.csv")
+    assert set(correlation["layer"]) == {"layer2"} and set(correlation["extrinsic"]) == {"d_psi"}
+    fits = pd.read_csv(results / "tables" / "figure2_fits.csv")
+    assert set(fits["layer"]) == {"layer2"} and set(fits["extrinsic"]) == {"d_psi"}
+    log = (results / "logs" / "extrinsic" / "sent_layer2.log").read_text()
+    assert "measures (extrinsic.measures): d_psi (task probe); worst-case search: not selected" in log
+    for figure in ("layer_trend", "extrinsic_vs_intrinsic", "asymmetry_grid"):
+        assert_figure_drawn(results / "figures" / f"{figure}.png", results / "figures" / f"{figure}.pdf")
+
+
 def test_bad_config_fails_before_any_job(tmp_path: Path, tiny_models) -> None:
     config = tiny_config(tiny_models, layers=[1, 5])
     result = snakemake("--cores", "1", "--configfile", str(write_config(tmp_path / "bad.yaml", config)),
