@@ -239,9 +239,15 @@ def study_projection(configfile: str):
 def project(args: argparse.Namespace) -> None:
     from affine_homotopy.cost import STAGE_COSTS
 
+    from affine_homotopy.config import extrinsic_layers
+    from affine_homotopy.layers import layer_labels, layer_positions
+    from affine_homotopy.measures import extrinsic_selection
+
     config, projection = study_projection(args.configfile)
     say(f"config {args.configfile}: {len(config['encoders'])} encoders, tasks {list(config['tasks'])}, "
-        f"{config['extrinsic']['n_random_classifiers']} random classifiers")
+        f"{config['extrinsic']['n_random_classifiers']} random classifiers; intrinsic at "
+        f"{layer_labels(layer_positions(config['layers']))}, extrinsic measures {list(extrinsic_selection(config))} "
+        f"at {extrinsic_layers(config)}")
     say("assumption: single-thread CPU seconds measured on this machine (benchmarks/cost_measurements.csv), the "
         "same per-core rate on every core, jobs spread over the cores with perfect efficiency; embedding not included")
     say(f"{'rule':18s} {'CPU hours':>10s} {'hours on ' + str(args.cores) + ' cores':>18s}")
@@ -256,8 +262,9 @@ def project(args: argparse.Namespace) -> None:
 
         single = dict(config)
         single["tasks"] = {args.task: config["tasks"][args.task]}
-        if args.layers:
+        if args.layers:  # both stages at these layers
             single["layers"] = args.layers
+            single["extrinsic"] = {**config["extrinsic"], "layers": None}
         part = projection_of(single)
         one = part.rules["intrinsic"] + part.rules["extrinsic"]
         say(f"task {args.task}, layers {single['layers']}: intrinsic + extrinsic {one / 3600:.3g} CPU hours = "
@@ -355,7 +362,8 @@ def main() -> None:
     p.add_argument("--configfile", default=str(ROOT / "config" / "paper.yaml"))
     p.add_argument("--cores", type=int, default=32)
     p.add_argument("--task", help="also the intrinsic + extrinsic time of this task alone")
-    p.add_argument("--layers", type=int, nargs="*", help="with --task: only these layers (e.g. the final one)")
+    p.add_argument("--layers", type=int, nargs="*",
+                   help="with --task: only these layers, for both stages (e.g. the final one)")
     s = sub.add_parser("speedup")
     s.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
     s.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000])

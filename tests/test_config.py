@@ -89,6 +89,33 @@ def test_shipped_configs_are_valid(schema_path) -> None:
          r"'intrinsic\.measures' = \['d_aff', 'cka'\] does not compute it\. Fix: add d_lin to intrinsic\.measures"),
         (lambda c: c.update(analysis={"intrinsic_measures": ["d_aff", "ckaa"]}),
          r"'analysis\.intrinsic_measures' = \['d_aff', 'ckaa'\] names unknown measure\(s\) \['ckaa'\]"),
+        # extrinsic.measures: unknown names (the choices listed), d_psi required, the search needs d_worst
+        (lambda c: c.update(extrinsic={"measures": ["d_psi", "d_wrost"]}),
+         r"'extrinsic\.measures' = \['d_psi', 'd_wrost'\] names unknown measure\(s\) \['d_wrost'\]\. Fix: choose "
+         r"from d_psi, d_worst, d_worst_search"),
+        (lambda c: c.update(extrinsic={"measures": ["d_psi", "bound_worst"]}),
+         r"unknown measure\(s\) \['bound_worst'\] \(bound_worst is a file the stage writes with its measure"),
+        (lambda c: c.update(extrinsic={"measures": ["d_worst"]}),
+         r"'extrinsic\.measures' = \['d_worst'\] lacks d_psi.*Fix: add d_psi to extrinsic\.measures"),
+        (lambda c: c.update(extrinsic={"measures": ["d_psi", "d_worst_search"]}),
+         r"'extrinsic\.measures' = \['d_psi', 'd_worst_search'\] selects d_worst_search without d_worst.*Fix: add "
+         r"d_worst to extrinsic\.measures, or drop d_worst_search"),
+        (lambda c: c.update(extrinsic={"measures": []}), r"'extrinsic\.measures' has value \[\]; it needs at least 1"),
+        # extrinsic.layers: configured positions (or labels) only, each once; the table layer among them
+        (lambda c: c.update(extrinsic={"layers": [2, 3]}),
+         r"'extrinsic\.layers' = \[2, 3\] names 3, which is not one of the configured layer positions \(config key "
+         r"'layers': \[1, 2\], labels \['layer1', 'layer2'\]\)\. Fix: list configured positions"),
+        (lambda c: c.update(extrinsic={"layers": ["last"]}),
+         r"'extrinsic\.layers' = \['last'\] names 'last', which is not"),
+        (lambda c: c.update(layers={"relative": [0.5, 1.0]}, extrinsic={"layers": [1]}),
+         r"'extrinsic\.layers' = \[1\] names 1, which is not one of the configured layer positions .*\[0\.5, 1\.0\]"),
+        (lambda c: c.update(extrinsic={"layers": [2, "layer2"]}),
+         r"'extrinsic\.layers' = \[2, 'layer2'\] names a layer more than once \(labels \['layer2'\]\)"),
+        (lambda c: c.update(extrinsic={"layers": []}), r"'extrinsic\.layers' has value \[\]; it needs at least 1"),
+        (lambda c: c.update(extrinsic={"layers": [1]}, analysis={"table_layer": 2}),
+         r"'analysis\.table_layer' has value 2 \(label layer2\), which is not one of the layers the extrinsic stage "
+         r"runs at: config key 'extrinsic\.layers' = \[1\] \(labels \['layer1'\]\).*Fix: set analysis\.table_layer to "
+         r"one of \[1\] \(or null for the last of them\), or add 2 to extrinsic\.layers"),
     ],
 )
 def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None:
@@ -96,6 +123,42 @@ def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None
     mutate(config)
     with pytest.raises(ConfigError, match=expected):
         check(config, schema_path)
+
+
+def test_extrinsic_selection_and_layers(tiny_models, schema_path) -> None:
+    """The defaults (d_psi and d_worst at every layer, the table layer the last) and the labels of a
+    chosen set of layers: in the order of `layers`, written as positions or labels."""
+    from affine_homotopy.config import extrinsic_layers, table_layer
+    from affine_homotopy.measures import EXTRINSIC_DEFAULT_SELECTION, extrinsic_outputs, extrinsic_selection
+
+    config = check(base_config(tiny_models), schema_path)
+    assert config["extrinsic"]["measures"] == list(EXTRINSIC_DEFAULT_SELECTION) == ["d_psi", "d_worst"]
+    assert config["extrinsic"]["layers"] is None and extrinsic_layers(config) == ["layer1", "layer2"]
+    assert table_layer(config) == "layer2"
+    raw = base_config(tiny_models)
+    raw.update(extrinsic={"layers": ["layer2", 1], "measures": ["d_worst_search", "d_worst", "d_psi"]})
+    config = check(raw, schema_path)
+    assert extrinsic_layers(config) == ["layer1", "layer2"]  # the order of `layers`
+    assert extrinsic_selection(config) == ("d_psi", "d_worst", "d_worst_search")  # the registry's order
+    raw.update(extrinsic={"layers": [1]}, analysis={"table_layer": None})
+    config = check(raw, schema_path)
+    assert extrinsic_layers(config) == ["layer1"] and table_layer(config) == "layer1"  # null: the last extrinsic layer
+    # the files each selection writes: d_psi's always, d_worst's and the search's with them
+    assert extrinsic_outputs(["d_psi"]) == ("d_psi", "d_psi_lower", "bound")
+    assert set(extrinsic_outputs(["d_psi", "d_worst"])) == {"d_psi", "d_psi_lower", "bound", "d_worst",
+                                                           "d_worst_lower", "bound_worst"}
+    every = extrinsic_outputs(["d_psi", "d_worst", "d_worst_search"])
+    assert set(every) - set(extrinsic_outputs(["d_psi", "d_worst"])) == {"d_worst_search", "d_worst_search_lower"}
+
+
+def test_random_probes_are_fitted_only_for_d_worst(tiny_models, schema_path) -> None:
+    from affine_homotopy.measures import random_classifiers_needed
+
+    raw = base_config(tiny_models)
+    raw["extrinsic"] = {"n_random_classifiers": 7}
+    assert random_classifiers_needed(check(raw, schema_path)) == 7
+    raw["extrinsic"]["measures"] = ["d_psi"]
+    assert random_classifiers_needed(check(raw, schema_path)) == 0
 
 
 def test_unreachable_hub_names_the_model_and_the_fixes(monkeypatch) -> None:

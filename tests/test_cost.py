@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from affine_homotopy.cost import D_REF, N_REF, STAGE_COSTS, StageCost, fit_stage, project
+from affine_homotopy.cost import D_REF, MEASURED_SETTINGS, N_REF, STAGE_COSTS, StageCost, fit_stage, project
+from affine_homotopy.measures import EXTRINSIC_MEASURES
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
 
@@ -43,6 +44,7 @@ def projection_of(config: dict, k: int, n: int, n_layers: int = 2, copies: int =
 def test_projection_grows_as_the_model_says(paper_config) -> None:
     paper_config = copy.deepcopy(paper_config)
     paper_config["intrinsic"]["measures"] = ["d_aff", "d_lin", "cka"]  # every stage counted
+    paper_config["extrinsic"].update(measures=list(EXTRINSIC_MEASURES), layers=None)  # at every layer
     base = projection_of(paper_config, 4, N_REF)
     # pairwise stages grow as K (K - 1), per-encoder stages as K
     double_k = projection_of(paper_config, 8, N_REF)
@@ -87,6 +89,72 @@ def test_projection_counts_only_the_selected_measures(paper_config) -> None:
     assert both.rules["extrinsic"] == bare.rules["extrinsic"]
 
 
+def test_projection_counts_only_the_selected_extrinsic_measures(paper_config) -> None:
+    """d_worst_search's stage only when selected; without d_worst neither it nor its random-label probes.
+    Each difference is the unselected stages' K (K - 1) pairs per extrinsic layer, from STAGE_COSTS."""
+    config = copy.deepcopy(paper_config)
+    config["extrinsic"]["layers"] = None  # every one of the projection's layers
+    k, n_layers, pairs = 4, 2, 12
+    config["extrinsic"]["measures"] = ["d_psi", "d_worst", "d_worst_search"]
+    full = projection_of(config, k, N_REF, n_layers)
+    config["extrinsic"]["measures"] = ["d_psi", "d_worst"]
+    worst = projection_of(config, k, N_REF, n_layers)
+    config["extrinsic"]["measures"] = ["d_psi"]
+    bare = projection_of(config, k, N_REF, n_layers)
+    assert full.stages["d_worst_search"] > 0 and worst.stages["d_worst_search"] == 0
+    search = config["extrinsic"]["worst_search"]
+    search_scale = (search["steps"] + search["candidates"]) / MEASURED_SETTINGS["search_work"]
+    assert full.rules["extrinsic"] - worst.rules["extrinsic"] == pytest.approx(
+        n_layers * search_scale * pairs * STAGE_COSTS["d_worst_search"].seconds(N_REF, D_REF))
+    assert bare.stages["d_worst"] == bare.stages["random_probe"] == 0 < worst.stages["random_probe"]
+    n_random = config["extrinsic"]["n_random_classifiers"]
+    assert worst.rules["extrinsic"] - bare.rules["extrinsic"] == pytest.approx(
+        n_layers * pairs * n_random * STAGE_COSTS["d_worst"].seconds(N_REF, D_REF))
+    assert worst.rules["probe"] - bare.rules["probe"] == pytest.approx(worst.stages["random_probe"])
+    # the intrinsic rule and the task probes do not depend on the extrinsic selection
+    for part in (worst, bare):
+        assert part.rules["intrinsic"] == full.rules["intrinsic"]
+        assert part.stages["task_probe"] == full.stages["task_probe"]
+        assert part.total == pytest.approx(sum(part.stages.values()))
+
+
+@pytest.mark.parametrize("extrinsic_layers", [1, 3])
+def test_the_probe_and_extrinsic_rules_run_at_the_extrinsic_layers(paper_config, extrinsic_layers: int) -> None:
+    """extrinsic.layers scales the probe and extrinsic rules (and their stages) by its number of layers;
+    the intrinsic rule stays at every configured layer."""
+    config = copy.deepcopy(paper_config)
+    config["extrinsic"]["layers"] = None
+    n_layers = 4
+    every = projection_of(config, 4, N_REF, n_layers)
+    config["extrinsic"]["layers"] = [1, 4, 8, 12][-extrinsic_layers:]
+    part = projection_of(config, 4, N_REF, n_layers)
+    ratio = extrinsic_layers / n_layers
+    assert part.rules["intrinsic"] == pytest.approx(every.rules["intrinsic"])
+    for rule in ("probe", "extrinsic"):
+        assert part.rules[rule] == pytest.approx(ratio * every.rules[rule]), rule
+    for stage in ("task_probe", "random_probe", "d_psi", "d_worst", "d_worst_search"):
+        assert part.stages[stage] == pytest.approx(ratio * every.stages[stage]), stage
+    assert part.stages["d_aff"] == every.stages["d_aff"] and part.total == pytest.approx(sum(part.stages.values()))
+    # an explicit count (one job's layers, resources.projected_runtime) overrides the config's
+    assert project(config, {f"e{i}": D_REF for i in range(4)}, {"task": N_REF}, n_layers,
+                   extrinsic_layers=n_layers).rules == pytest.approx(every.rules)
+
+
+def test_study_projection_runs_the_extrinsic_rules_at_the_extrinsic_layers(paper_config) -> None:
+    """The start-up projection of a config: probe and extrinsic rules at extrinsic.layers only."""
+    from affine_homotopy.resources import study_projection
+
+    config = copy.deepcopy(paper_config)
+    config["extrinsic"]["layers"] = None
+    every = study_projection(config)
+    config["extrinsic"]["layers"] = [12]
+    final = study_projection(config)
+    n_layers = len(config["layers"])
+    assert final.rules["intrinsic"] == pytest.approx(every.rules["intrinsic"])
+    for rule in ("probe", "extrinsic"):
+        assert final.rules[rule] == pytest.approx(every.rules[rule] / n_layers), rule
+
+
 def test_stage_cost_formula() -> None:
     cost = StageCost(2.0, 1.5, 2.0, "ordered pair")
     assert cost.seconds(N_REF, D_REF) == 2.0
@@ -109,7 +177,7 @@ def toy_config(method: str = "sgd") -> dict:
     return {
         "intrinsic": {"measures": ["d_aff", "d_lin", "d_iso", "cka"]},
         "probe": {"l2_grid": [0.01, 0.1], "max_iter": 250, "random_max_iter": 40},
-        "extrinsic": {"n_random_classifiers": 10,
+        "extrinsic": {"measures": ["d_psi", "d_worst", "d_worst_search"], "n_random_classifiers": 10,
                       "random_probes": {"method": method, "epochs": 10, "learning_rates": [0.1, 0.2]},
                       "worst_search": {"steps": 3, "candidates": 10}},
     }

@@ -360,3 +360,69 @@ def test_splitting_random_classifiers_into_blocks_changes_nothing(small_study) -
     np.testing.assert_array_equal(split.d_psi, one_block.d_psi)
     np.testing.assert_allclose(split.d_worst, one_block.d_worst, rtol=2 * settings.tol, atol=settings.atol)
     np.testing.assert_allclose(split.d_worst_lower, one_block.d_worst_lower, rtol=2 * settings.tol, atol=settings.atol)
+
+
+@pytest.fixture(scope="module")
+def selection_runs():
+    """One small random problem (three encoders, two classes, 3 random classifiers each, d_aff and its
+    maps), run with each extrinsic selection: the full one first."""
+    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
+
+    rng = np.random.default_rng(21)
+    n = 160
+    X = rng.standard_normal((n, 6)) * np.linspace(2.0, 0.5, 6)
+    reps = [X, np.tanh(X @ rng.standard_normal((6, 5)) / 2), X[:, :3] + 0.1 * rng.standard_normal((n, 3))]
+    probes = [probe(rng, r.shape[1], 2.0) for r in reps]
+    randoms = [ProbeSet(rng.standard_normal((3, r.shape[1], 2)), 0.1 * rng.standard_normal((3, 2)), 0.0, 0)
+               for r in reps]
+    intrinsic = pairwise_intrinsic(reps, settings=SolverSettings(keep_weights=True, measures=("d_aff",)))
+    settings = ExtrinsicSettings(search_steps=2, search_candidates=2)
+    runs = {}
+    for measures in (("d_psi", "d_worst", "d_worst_search"), ("d_psi", "d_worst"), ("d_psi",)):
+        runs[measures] = extrinsic_distances(reps, probes, ["a", "b", "c"], intrinsic.weights, randoms,
+                                             replace(settings, measures=measures), intrinsic.matrices["d_aff"])
+    return runs, intrinsic.matrices["d_aff"]
+
+
+@pytest.mark.parametrize("measures", [("d_psi", "d_worst"), ("d_psi",)], ids="+".join)
+def test_an_unselected_measure_is_not_computed_and_changes_nothing_else(selection_runs, measures) -> None:
+    """A selection computes its measures only (the rest None, their diagnostics columns absent), and the
+    ones it computes equal those of the full selection; the matrices are what the workflow's rule
+    declares for that selection (measures.extrinsic_outputs)."""
+    import pandas as pd
+
+    from affine_homotopy.extrinsic.summary import diagnostics_frame, summary_row
+    from affine_homotopy.measures import extrinsic_outputs
+
+    runs, d_aff = selection_runs
+    full, part = runs[("d_psi", "d_worst", "d_worst_search")], runs[measures]
+    np.testing.assert_array_equal(part.d_psi, full.d_psi)
+    np.testing.assert_array_equal(part.d_psi_lower, full.d_psi_lower)
+    np.testing.assert_array_equal(part.bound, full.bound)
+    assert part.d_worst_search is None and part.d_worst_search_lower is None
+    if "d_worst" in measures:
+        np.testing.assert_array_equal(part.d_worst, full.d_worst)
+        # bound_worst's largest norm also covers the searched classifiers, which stay in the ball of the
+        # random ones (radius null): equal up to the projection's rounding
+        np.testing.assert_allclose(part.bound_worst, full.bound_worst, rtol=1e-12)
+    else:
+        assert part.d_worst is None and part.d_worst_lower is None and part.bound_worst is None
+    assert sorted(part.matrices()) == sorted(extrinsic_outputs(measures))
+    assert sorted(full.matrices()) == sorted(extrinsic_outputs(("d_psi", "d_worst", "d_worst_search")))
+    part.check_bounds()
+    # the diagnostics carry the selected measures' columns only; the summary works without the others
+    names = part.names
+    frame = diagnostics_frame(part, d_aff)
+    columns = set(frame.columns)
+    assert "d_psi_gap" in columns and ("d_worst_gap" in columns) == ("d_worst" in measures)
+    assert "search_radius" not in columns and not any(c.startswith("d_worst_search") for c in columns)
+    matrices = {name: pd.DataFrame(m, index=names, columns=names) for name, m in part.matrices().items()
+                if not name.endswith("_lower")}
+    row = summary_row("task", "layer1", matrices, frame, pd.DataFrame({"converged": [True]}),
+                      pd.DataFrame({"accuracy": [0.9, 0.8, 0.7]}), 1e-3)
+    assert row["violations"] == 0 and not any(key.startswith("d_worst_search") for key in row)
+    if "d_worst" in measures:
+        assert row["ordering_violations"] == row["bound_worst_violations"] == 0
+        assert "task_probe_worst_share" in row and "task_probe_worst_share_after_search" not in row
+    else:
+        assert not any(key.startswith(("d_worst", "bound_worst", "task_probe_worst")) for key in row)

@@ -103,6 +103,20 @@ def test_every_figure_function_draws(tmp_path: Path, chain) -> None:
         assert_figure_drawn(tmp_path / f"{name}.png", tmp_path / f"{name}.pdf", inches, dpi=plotting.STYLE["savefig.dpi"])
 
 
+def test_the_layer_trend_draws_with_one_layer(tmp_path: Path, chain) -> None:
+    """extrinsic.layers of one layer (the paper config: the final one) gives Table 1 at that layer only:
+    the layer trend then has one point per line, and still draws its markers, two extrinsic measures."""
+    names, d_aff, _ = chain
+    load = lambda t, l, m: d_aff if m != "cka" else d_aff.T  # noqa: E731
+    table = analysis.correlation_table(["t"], ["layer12"], ["d_aff", "cka"], ["d_psi", "d_worst"], load,
+                                       lambda t, l, m: d_aff.T * (2 if m == "d_worst" else 1), n_bootstrap=100)
+    assert set(table["layer"]) == {"layer12"}
+    fig = plotting.layer_trend(table, ["t"], ["d_psi", "d_worst"], "trend")
+    inches = tuple(fig.get_size_inches())
+    plotting.save_figure(fig, tmp_path / "trend.png", tmp_path / "trend.pdf")
+    assert_figure_drawn(tmp_path / "trend.png", tmp_path / "trend.pdf", inches, dpi=plotting.STYLE["savefig.dpi"])
+
+
 def test_table_layouts(chain) -> None:
     names, d_aff, _ = chain
     load = lambda t, l, m: d_aff  # noqa: E731

@@ -94,6 +94,8 @@ def test_random_labels_are_seeded_and_uniform() -> None:
     assert not np.array_equal(a[:, 0], a[:, 1])
     assert set(np.unique(a)) == {0, 1, 2} and np.bincount(a[:, 0]).min() > 1500
     np.testing.assert_array_equal(a[:, 1], np.random.default_rng(1).integers(0, 3, 5000))
+    # no seeds (n_random_classifiers: 0, or d_worst not selected): no columns, not an error
+    assert random_labels(7, 3, range(0)).shape == (7, 0)
 
 
 def _reference_sgd(x: np.ndarray, y: np.ndarray, n_classes: int, lr: float, epochs: int, batch: int, seed: int):

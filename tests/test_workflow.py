@@ -67,7 +67,8 @@ def tiny_config(tiny_models: dict[str, Path], **overrides: Any) -> dict[str, Any
         "layers": [1, 2],
         "embedding": {"batch_size": 32},
         "probe": {"l2_grid": [0.01, 0.1], "max_iter": 200},
-        "extrinsic": {"max_iter": 100},
+        # every extrinsic measure (d_worst_search is opt-in), so that the end-to-end run checks them all
+        "extrinsic": {"max_iter": 100, "measures": ["d_psi", "d_worst", "d_worst_search"]},
     }
     config.update(overrides)
     return config
@@ -80,8 +81,10 @@ def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
     assert demo["embed"] == 1 * 2 * 2 and demo["derive"] == 6 * 2
     paper = snakemake("-n", "--configfile", str(PAPER), workdir=tmp_path).stdout
     counts = job_counts(paper)
+    extrinsic_layers = len(yaml.safe_load(PAPER.read_text())["extrinsic"]["layers"])  # the final layer
     assert counts["embed"] == 27 * 6 * 2  # (encoder, task, split)
-    assert counts["intrinsic"] == counts["extrinsic"] == 6 * 4  # (task, layer)
+    assert counts["intrinsic"] == 6 * 4  # (task, layer): every configured layer
+    assert counts["extrinsic"] == counts["probe_table"] == 6 * extrinsic_layers  # (task, extrinsic layer)
     assert counts["probe"] == 27 * 6
     assert counts["download_model"] == 27 and counts["download_task"] == 6  # staging, on the submit host
     assert counts["rank_deficiency"] == 6 and counts["correlate"] == counts["paper_comparison"] == 1
@@ -91,6 +94,90 @@ def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
     through_slurm = snakemake("-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
                               "--configfile", str(PAPER), workdir=tmp_path).stdout
     assert job_counts(through_slurm) == counts  # the cluster profile plans the same study
+
+
+def planned_files(output: str) -> dict[str, dict[str, set[str]]]:
+    """{rule: {"input": paths, "output": paths}} over every job of a dry run's output."""
+    files: dict[str, dict[str, set[str]]] = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
+        head = re.match(r"(?:local)?rule (\w+):\n", block)
+        if not head:
+            continue
+        for kind in ("input", "output"):
+            line = re.search(rf"^    {kind}: (.*)$", block, re.M)
+            paths = set(line[1].split(", ")) if line else set()
+            files.setdefault(head[1], {"input": set(), "output": set()})[kind] |= paths
+    return files
+
+
+def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(tmp_path: Path, tiny_models) -> None:
+    """extrinsic.measures [d_psi] at extrinsic.layers [one layer]: the probes, the extrinsic jobs, their
+    summary and Table 1 at that layer only, only d_psi's files; the intrinsic stage at every layer."""
+    from affine_homotopy.layers import layer_label
+    from affine_homotopy.measures import extrinsic_outputs
+
+    config = tiny_config(tiny_models, extrinsic={"max_iter": 100, "measures": ["d_psi"], "layers": [2]})
+    configfile = str(write_config(tmp_path / "selected.yaml", config))
+    plan = snakemake("-n", "--configfile", configfile, workdir=tmp_path).stdout
+    counts, files = job_counts(plan), planned_files(plan)
+    tasks, only = list(config["tasks"]), layer_label(2)
+    assert counts["intrinsic"] == len(tasks) * len(config["layers"])
+    assert counts["extrinsic"] == counts["probe_table"] == len(tasks)  # one extrinsic layer
+    assert counts["probe"] == len(config["encoders"]) * len(tasks)
+    extrinsic = files["extrinsic"]["output"]
+    assert {Path(p).parent.name for p in extrinsic} == {only}
+    assert {Path(p).stem for p in extrinsic} == {*extrinsic_outputs(["d_psi"]), "d_psi_diagnostics"}
+    assert "d_worst" not in plan  # no d_worst, d_worst_search or bound_worst file anywhere in the plan
+    assert {Path(p).stem for p in files["probe"]["output"] if p.endswith(".npz")} == {only}
+    assert {Path(p).stem for p in files["probe_table"]["output"]} == {only}
+    for rule in ("correlate", "extrinsic_summary", "figure_extrinsic_vs_intrinsic"):
+        layers = {Path(p).parent.name for p in files[rule]["input"] if "/intrinsic/" in p or "/extrinsic/" in p}
+        assert layers == {only}, (rule, layers)
+    # Figures 1/4, the rank analysis and the preorder keep every layer
+    every = {layer_label(position) for position in config["layers"]}
+    assert {Path(p).parent.name for p in files["figure_asymmetry_grid"]["input"]} == every
+    # a table layer outside extrinsic.layers stops the run before any job, naming both keys
+    config["analysis"] = {"table_layer": 1}
+    result = snakemake("-n", "--configfile", str(write_config(tmp_path / "bad.yaml", config)), workdir=tmp_path,
+                       check=False)
+    said = result.stdout + result.stderr
+    assert result.returncode != 0 and "Invalid configuration: config key 'analysis.table_layer' has value 1" in said
+    assert "config key 'extrinsic.layers' = [2]" in said and not (tmp_path / "results").exists()
+
+
+def test_a_run_of_d_psi_alone_at_one_layer_writes_only_that(tmp_path: Path, tiny_models) -> None:
+    """The job scripts with the smallest selection: d_psi at the last layer only. The probe jobs fit that
+    layer's task probes and no random-label probe, the extrinsic jobs write d_psi's files, the summary
+    has no worst-case column, Table 1 and Figure 2 are at that layer; the intrinsic stage at both."""
+    from affine_homotopy.measures import extrinsic_outputs
+
+    config = tiny_config(tiny_models, tasks={"sent": {"source": "synthetic", "generator": "synthetic_sentiment",
+                                                      "n_train": 120, "n_dev": 40}},
+                         extrinsic={"max_iter": 50, "measures": ["d_psi"], "layers": [2]})
+    snakemake("--cores", "2", "--configfile", str(write_config(tmp_path / "psi.yaml", config)), workdir=tmp_path)
+    results = tmp_path / "results" / "tiny"
+    assert sorted(p.name for p in (results / "intrinsic" / "sent").iterdir()) == ["layer1", "layer2"]
+    assert sorted(p.name for p in (results / "extrinsic" / "sent").iterdir()) == ["layer2"]
+    written = {p.stem for p in (results / "extrinsic" / "sent" / "layer2").glob("*.csv")}
+    assert written == {*extrinsic_outputs(["d_psi"]), "d_psi_diagnostics"}
+    diagnostics = pd.read_csv(results / "extrinsic" / "sent" / "layer2" / "d_psi_diagnostics.csv")
+    assert not [c for c in diagnostics.columns if "worst" in c or "search" in c] and len(diagnostics) == 4 * 3
+    assert sorted(p.name for p in (results / "probes" / "sent").glob("*.csv")) == ["layer2.csv"]
+    for name in config["encoders"]:
+        assert [p.name for p in (results / "probes" / "sent" / "weights" / name).iterdir()] == ["layer2.npz"]
+        with np.load(results / "probes" / "sent" / "weights" / name / "layer2.npz") as weights:
+            assert weights["random_weight"].shape[0] == 0  # no random-label probe without d_worst
+    summary = pd.read_csv(results / "extrinsic" / "summary.csv")
+    assert list(summary["layer"]) == ["layer2"] and (summary["violations"] == 0).all()
+    assert not [c for c in summary.columns if "worst" in c or "search" in c]
+    correlation = pd.read_csv(results / "tables" / "correlation.csv")
+    assert set(correlation["layer"]) == {"layer2"} and set(correlation["extrinsic"]) == {"d_psi"}
+    fits = pd.read_csv(results / "tables" / "figure2_fits.csv")
+    assert set(fits["layer"]) == {"layer2"} and set(fits["extrinsic"]) == {"d_psi"}
+    log = (results / "logs" / "extrinsic" / "sent_layer2.log").read_text()
+    assert "measures (extrinsic.measures): d_psi (task probe); worst-case search: not selected" in log
+    for figure in ("layer_trend", "extrinsic_vs_intrinsic", "asymmetry_grid"):
+        assert_figure_drawn(results / "figures" / f"{figure}.png", results / "figures" / f"{figure}.pdf")
 
 
 def test_bad_config_fails_before_any_job(tmp_path: Path, tiny_models) -> None:

@@ -316,7 +316,7 @@ def paper_comparison(table: pd.DataFrame, layer: int, run: str, paper: pd.DataFr
             "minimax value; `d_aff_ls` is the paper's protocol). The paper's d^H_V rows are compared with our "
             "paper-style `d_worst` (the largest fixed-classifier distance over the task probe and random-label "
             "probes fitted by the paper's SGD protocol); `d_worst_search` (our searched worst case in a norm "
-            "ball) has no paper counterpart.\n")
+            "ball, opt-in: `extrinsic.measures`) has no paper counterpart.\n")
         matched = merged.dropna(subset=["value"])
         if len(matched):
             diff = (matched["estimate"] - matched["value"]).abs()

@@ -20,11 +20,19 @@ from .model_lookup import (
     tokenizer_has_pad_token,
 )
 from .tasks import GLUE_TASKS
-from .validation import check_config, glue_task_of, load_config, rank_deficiency_group, validate_schema
+from .validation import (
+    check_config,
+    extrinsic_layers,
+    glue_task_of,
+    load_config,
+    rank_deficiency_group,
+    table_layer,
+    validate_schema,
+)
 
 __all__ = [
     "ConfigError", "FamilyMember", "GLUE_TASKS", "STEP_AXIS", "base_encoder", "check_config", "check_layers",
-    "check_package_in_env", "encoder_depth", "expand_families", "family_members", "glue_task_of", "load_config",
-    "local_model_dir", "missing_pad_token_message", "module_name", "package_model_dir", "rank_deficiency_group",
-    "tokenizer_has_pad_token", "training_dynamics_members", "validate_schema",
+    "check_package_in_env", "encoder_depth", "expand_families", "extrinsic_layers", "family_members", "glue_task_of",
+    "load_config", "local_model_dir", "missing_pad_token_message", "module_name", "package_model_dir",
+    "rank_deficiency_group", "table_layer", "tokenizer_has_pad_token", "training_dynamics_members", "validate_schema",
 ]

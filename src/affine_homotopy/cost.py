@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .measures import BASELINES, DEFAULT_SELECTION
+from .measures import BASELINES, DEFAULT_SELECTION, extrinsic_selection, random_classifiers_needed
 
 N_REF, D_REF = 10_000, 384
 
@@ -79,6 +79,9 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
     return float(math.exp(log_a)), float(alpha), float(np.mean(betas)) if betas else 0.0, residual
 
 
+# the stages of the intrinsic rule (at every configured layer); the probe and extrinsic stages run at
+# the extrinsic layers (extrinsic.layers), the factorisation in both all-pairs rules
+INTRINSIC_RULE_STAGES = ("d_aff", "d_lin", "baselines")
 # the settings the coefficients were measured under; other settings scale the stages linearly
 MEASURED_SETTINGS = {"l2_grid": 4, "max_iter": 500, "epochs": 20, "learning_rates": 4, "search_work": 26}
 
@@ -108,15 +111,19 @@ class Projection:
 def project(
     config: Mapping[str, Any], widths: Mapping[str, int], train_sizes: Mapping[str, int], n_layers: int,
     rank_deficiency_copies: int = 0, costs: Mapping[str, StageCost] | None = None,
+    extrinsic_layers: int | None = None,
 ) -> Projection:
     """Projected CPU time of a validated config (schema defaults filled in).
 
     ``widths``: encoder -> D; ``train_sizes``: task -> N of the fit split; ``n_layers``: positions
-    per encoder; ``rank_deficiency_copies``: truncated copies in the rank-deficiency grid (group
-    size times levels; 0 without it). Only the intrinsic measures selected by ``intrinsic.measures``
-    are counted (``d_lin`` and the baselines are stages of their own). Rules: ``intrinsic`` and ``extrinsic`` (one job per task and layer),
-    ``probe`` (per encoder and task, all layers), ``rank_deficiency`` (per task). ``embed`` is not
-    projected (see the module docstring).
+    per encoder (the intrinsic rule runs at each); ``extrinsic_layers``: positions the probe and
+    extrinsic rules run at (None: ``len(extrinsic.layers)``, or ``n_layers`` when that is null);
+    ``rank_deficiency_copies``: truncated copies in the rank-deficiency grid (group size times levels;
+    0 without it). Only the measures selected are counted: ``intrinsic.measures`` (``d_lin`` and the
+    baselines are stages of their own) and ``extrinsic.measures`` (``d_worst`` with its random-label
+    probes, and ``d_worst_search``; ``d_psi`` always). Rules: ``intrinsic`` and ``extrinsic`` (one job
+    per task and layer), ``probe`` (per encoder and task, all extrinsic layers), ``rank_deficiency``
+    (per task). ``embed`` is not projected (see the module docstring).
     """
     costs = STAGE_COSTS if costs is None else costs
     names = list(widths)
@@ -125,7 +132,13 @@ def project(
     width = max(widths.values()) if widths else D_REF
     probe, extrinsic = config["probe"], config["extrinsic"]
     random_probes, search = extrinsic["random_probes"], extrinsic["worst_search"]
-    n_random = int(extrinsic["n_random_classifiers"])
+    # the random-label probes are fitted (and d_worst evaluates them) only when d_worst is selected
+    n_random = random_classifiers_needed(config)
+    chosen = extrinsic_selection(config)
+    worst = 1.0 if "d_worst" in chosen else 0.0
+    searched = 1.0 if "d_worst_search" in chosen else 0.0
+    if extrinsic_layers is None:
+        extrinsic_layers = n_layers if extrinsic.get("layers") is None else len(extrinsic["layers"])
     task_probe_scale = len(probe["l2_grid"]) * probe["max_iter"] / (
         MEASURED_SETTINGS["l2_grid"] * MEASURED_SETTINGS["max_iter"])
     if random_probes.get("method", "sgd") == "sgd":
@@ -150,16 +163,24 @@ def project(
             "task_probe": task_probe_scale * sum(costs["task_probe"].seconds(n, d) for d in widths.values()),
             "random_probe": random_scale * n_random * sum(costs["random_probe"].seconds(n, d) for d in widths.values()),
             "d_psi": pairs * costs["d_psi"].seconds(n, width),
-            "d_worst": pairs * n_random * costs["d_worst"].seconds(n, width),
-            "d_worst_search": search_scale * pairs * costs["d_worst_search"].seconds(n, width),
+            "d_worst": worst * pairs * n_random * costs["d_worst"].seconds(n, width),
+            "d_worst_search": searched * search_scale * pairs * costs["d_worst_search"].seconds(n, width),
         }
+        # the intrinsic rule runs at every configured layer, the probe and extrinsic rules at the extrinsic ones
+        intrinsic_part = per_layer["factorise"] / 2 + per_layer["d_aff"] + per_layer["d_lin"] + per_layer["baselines"]
+        probe_part = per_layer["task_probe"] + per_layer["random_probe"]
+        extrinsic_part = (per_layer["factorise"] / 2 + per_layer["d_psi"] + per_layer["d_worst"]
+                          + per_layer["d_worst_search"])
         for stage, seconds in per_layer.items():
-            stages[stage] += n_layers * seconds
-        rules["intrinsic"] += n_layers * (per_layer["factorise"] / 2 + per_layer["d_aff"] + per_layer["d_lin"]
-                                          + per_layer["baselines"])
-        rules["probe"] += n_layers * (per_layer["task_probe"] + per_layer["random_probe"])
-        rules["extrinsic"] += n_layers * (per_layer["factorise"] / 2 + per_layer["d_psi"] + per_layer["d_worst"]
-                                          + per_layer["d_worst_search"])
+            if stage == "factorise":  # once in each of the two all-pairs rules
+                stages[stage] += (n_layers + extrinsic_layers) * seconds / 2
+            elif stage in INTRINSIC_RULE_STAGES:
+                stages[stage] += n_layers * seconds
+            else:
+                stages[stage] += extrinsic_layers * seconds
+        rules["intrinsic"] += n_layers * intrinsic_part
+        rules["probe"] += extrinsic_layers * probe_part
+        rules["extrinsic"] += extrinsic_layers * extrinsic_part
         copies = rank_deficiency_copies
         if copies > 1:
             seconds = (copies * costs["factorise"].seconds(n, width)

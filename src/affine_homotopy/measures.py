@@ -9,8 +9,9 @@ table) and the measure it is computed with (``companion_of``: ``d_aff_lower``, `
 
 The intrinsic stage runs the measures chosen by the config key ``intrinsic.measures``
 (:func:`check_measure_selection` validates it, and what the analysis asks for, before any job);
-:func:`stage_outputs` is what the stage then writes. Plain data and no heavy imports, so that
-loading the Snakefile stays fast.
+:func:`stage_outputs` is what the stage then writes. The extrinsic stage likewise runs those of
+``extrinsic.measures`` (:func:`check_extrinsic_selection`; :func:`extrinsic_outputs` is what it
+writes). Plain data and no heavy imports, so that loading the Snakefile stays fast.
 """
 
 from __future__ import annotations
@@ -75,6 +76,20 @@ SELECTABLE: tuple[str, ...] = tuple(m.name for m in MEASURE_RECORDS
 # the intrinsic stage's default: everything Table 1 and Figures 1-4 need; d_lin (not in the paper's
 # tables, and the dearest measure) is opt-in
 DEFAULT_SELECTION: tuple[str, ...] = tuple(m for m in SELECTABLE if m != "d_lin")
+# the extrinsic stage's default (extrinsic.measures): what the paper's Table 1 correlates, d_psi' and
+# d^H_V over random-label probes; d_worst_search (our searched worst case, the dearest stage) is opt-in
+EXTRINSIC_DEFAULT_SELECTION: tuple[str, ...] = ("d_psi", "d_worst")
+# what each extrinsic measure adds to the files extrinsic/<task>/<layer>/<name>.csv: its values, its
+# certified lower bounds (NaN where there is no certificate) and, for d_psi and d_worst, Lemma 5.2's
+# bound over the classifiers it evaluates (the search's classifiers stay in d_worst's ball: bound_worst)
+EXTRINSIC_FILES: dict[str, tuple[str, ...]] = {
+    "d_psi": ("d_psi", "d_psi_lower", "bound"),
+    "d_worst": ("d_worst", "d_worst_lower", "bound_worst"),
+    "d_worst_search": ("d_worst_search", "d_worst_search_lower"),
+}
+# every matrix the extrinsic stage can write, in the order of the files (values, lower bounds, bounds)
+EXTRINSIC_MATRICES: tuple[str, ...] = ("d_psi", "d_psi_lower", "d_worst", "d_worst_lower", "d_worst_search",
+                                       "d_worst_search_lower", "bound", "bound_worst")
 LABELS: dict[str, str] = {m.name: m.label for m in MEASURE_RECORDS}
 LATEX_LABELS: dict[str, str] = {m.name: m.latex for m in MEASURE_RECORDS}
 
@@ -124,3 +139,54 @@ def check_measure_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
             f"{', '.join(sorted({MEASURES[m].companion_of or m for m in missing}))} to intrinsic.measures, or drop "
             f"{', '.join(missing)} from analysis.intrinsic_measures.")
     return outputs
+
+
+def extrinsic_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The extrinsic measures a (checked) config selects, in registry order (``extrinsic.measures``)."""
+    chosen = set(config.get("extrinsic", {}).get("measures", EXTRINSIC_DEFAULT_SELECTION))
+    return tuple(m for m in EXTRINSIC_MEASURES if m in chosen)
+
+
+def extrinsic_outputs(selection: Iterable[str]) -> tuple[str, ...]:
+    """The matrices (file stems under ``extrinsic/<task>/<layer>/``) the extrinsic stage writes for a
+    selection: ``d_psi``, ``d_psi_lower`` and ``bound`` always; ``d_worst``, ``d_worst_lower`` and
+    ``bound_worst`` with ``d_worst``; ``d_worst_search`` and ``d_worst_search_lower`` with the search.
+    (Besides them it always writes ``d_psi_diagnostics.csv``.)"""
+    chosen = {"d_psi", *selection}
+    files = {name for measure in chosen for name in EXTRINSIC_FILES.get(measure, ())}
+    return tuple(name for name in EXTRINSIC_MATRICES if name in files)
+
+
+def random_classifiers_needed(config: Mapping[str, Any]) -> int:
+    """Random-label probes per encoder and layer that the probe jobs fit: ``extrinsic.n_random_classifiers``
+    when ``extrinsic.measures`` selects ``d_worst`` (the only measure that evaluates them; the search
+    starts from its classifiers), else 0."""
+    extrinsic = config.get("extrinsic", {})
+    return int(extrinsic.get("n_random_classifiers", 0)) if "d_worst" in extrinsic_selection(config) else 0
+
+
+def check_extrinsic_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """Validate ``extrinsic.measures``; returns the selected measures in registry order.
+
+    A ConfigError (before any job) names the key, the value and the fix when a name is unknown, when
+    ``d_psi`` is missing (Lemma 5.2's bound, Figure 2's fits and the diagnostics are built on it), or
+    when ``d_worst_search`` comes without ``d_worst`` (the search starts from d_worst's classifiers).
+    """
+    selection = list(config.get("extrinsic", {}).get("measures", EXTRINSIC_DEFAULT_SELECTION))
+    unknown = [m for m in selection if m not in EXTRINSIC_MEASURES]
+    if unknown:
+        companions = [m for m in unknown if m in EXTRINSIC_MATRICES]
+        note = (f" ({', '.join(companions)} {'is a file' if len(companions) == 1 else 'are files'} the stage writes "
+                "with its measure: list the measure instead)" if companions else "")
+        raise ConfigError(f"config key 'extrinsic.measures' = {selection} names unknown measure(s) {unknown}{note}. "
+                          f"Fix: choose from {', '.join(EXTRINSIC_MEASURES)}.")
+    if "d_psi" not in selection:
+        raise ConfigError(f"config key 'extrinsic.measures' = {selection} lacks d_psi, which Lemma 5.2's bound "
+                          "(bound.csv), Figure 2, the diagnostics and the extrinsic summary are built on. Fix: add "
+                          "d_psi to extrinsic.measures.")
+    if "d_worst_search" in selection and "d_worst" not in selection:
+        raise ConfigError(f"config key 'extrinsic.measures' = {selection} selects d_worst_search without d_worst: "
+                          "the worst-case search starts from the worst of d_worst's classifiers (the task probe "
+                          "and the random-label probes). Fix: add d_worst to extrinsic.measures, or drop "
+                          "d_worst_search.")
+    return extrinsic_selection(config)

@@ -170,8 +170,10 @@ class ProbeSet:
 
 
 def random_labels(n: int, n_classes: int, seeds: Sequence[int]) -> np.ndarray:
-    """(n, len(seeds)) labels, column ``k`` uniform on ``0..n_classes-1`` from ``default_rng(seeds[k])``."""
-    return np.stack([np.random.default_rng(seed).integers(0, n_classes, n) for seed in seeds], axis=1)
+    """(n, len(seeds)) labels, column ``k`` uniform on ``0..n_classes-1`` from ``default_rng(seeds[k])``
+    ((n, 0) without seeds: no random-label probes)."""
+    columns = [np.random.default_rng(seed).integers(0, n_classes, n) for seed in seeds]
+    return np.stack(columns, axis=1) if columns else np.zeros((n, 0), dtype=np.int64)
 
 
 def fit_softmax_probes(

@@ -75,10 +75,12 @@ def projected_runtime(config: Mapping[str, Any], rule: str, widths: Mapping[str,
                       attempt: int = 1) -> int:
     """Minutes to request for one job of ``rule`` (one of :data:`PROJECTED_RULES`): the cost model's
     CPU time for that job (``widths``: the encoders it handles; ``n_layers``: layers in the job),
-    spread over ``threads``, times :data:`RUNTIME_SAFETY`."""
+    spread over ``threads``, times :data:`RUNTIME_SAFETY`. The job's layers count for every rule (a
+    probe job fits the extrinsic layers, an intrinsic or extrinsic job one layer)."""
     if rule not in PROJECTED_RULES:
         raise ValueError(f"the cost model projects {PROJECTED_RULES}, not {rule!r}")
-    seconds = project(config, widths, {"job": n_train}, n_layers, rank_deficiency_copies).rules[rule]
+    seconds = project(config, widths, {"job": n_train}, n_layers, rank_deficiency_copies,
+                      extrinsic_layers=n_layers).rules[rule]
     return _scaled(10 + RUNTIME_SAFETY * seconds / max(1, threads) / 60, attempt)
 
 
@@ -105,8 +107,9 @@ def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int =
 
 
 def study_projection(config: Mapping[str, Any]) -> Projection:
-    """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.cost.project`)."""
-    from .validation import rank_deficiency_group
+    """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.cost.project`):
+    the intrinsic rule at every configured layer, the probe and extrinsic rules at ``extrinsic.layers``."""
+    from .validation import extrinsic_layers, rank_deficiency_group
 
     encoders = config["encoders"]
     widths = {name: encoder_width(name, encoders) for name in encoders}
@@ -114,7 +117,8 @@ def study_projection(config: Mapping[str, Any]) -> Projection:
     copies = 0
     if config["analysis"].get("rank_deficiency"):
         copies = len(rank_deficiency_group(config)) * len(config["analysis"]["rank_deficiency"]["levels"])
-    return project(config, widths, train_sizes, len(layer_positions(config["layers"])), copies)
+    return project(config, widths, train_sizes, len(layer_positions(config["layers"])), copies,
+                   extrinsic_layers=len(extrinsic_layers(config)))
 
 
 def study_estimate(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import yaml
 
 from .errors import ConfigError
 from .families import expand_families, expand_group, training_dynamics_members, with_family_note
-from .layers import check_layer_spec, configured_label, layer_positions
-from .measures import check_measure_selection
+from .layers import check_layer_spec, configured_label, layer_label, layer_labels, layer_positions
+from .measures import check_extrinsic_selection, check_measure_selection
 from .model_lookup import (
     base_encoder,
     check_layers,
@@ -32,7 +32,8 @@ from .model_lookup import (
 )
 from .tasks import GLUE_TASKS, glue_dir_files
 
-__all__ = ["ConfigError", "check_config", "load_config", "rank_deficiency_group", "validate_schema"]
+__all__ = ["ConfigError", "check_config", "extrinsic_layers", "load_config", "rank_deficiency_group", "table_layer",
+           "validate_schema"]
 
 
 def _with_defaults(validator_class: type) -> type:
@@ -145,10 +146,12 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
     _check_encoders(config["encoders"], layer_positions(config["layers"]), job_env)
     _check_tasks(config["tasks"])
     check_measure_selection(config)  # intrinsic.measures and what the analysis needs of it (measures.py)
+    check_extrinsic_selection(config)  # extrinsic.measures (measures.py)
     training_dynamics_members(members)  # a step axis must be numeric
     analysis = config["analysis"]
     positions = layer_positions(config["layers"])
-    configured_label("analysis.table_layer", analysis["table_layer"], positions)
+    extrinsic_layers(config)  # each one a configured layer
+    table_layer(config)  # a configured layer, and one of the extrinsic layers
     configured_label("analysis.rank_deficiency.layer", analysis["rank_deficiency"]["layer"], positions)
     analysis["encoder_group"] = expand_group("analysis.encoder_group", analysis["encoder_group"], members)
     rank_deficiency = analysis["rank_deficiency"]
@@ -234,6 +237,57 @@ def _check_tasks(tasks: dict[str, dict[str, Any]]) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # defaults that depend on other keys (one definition, read by the rule files)
+
+
+def extrinsic_layers(config: Mapping[str, Any]) -> list[str]:
+    """Labels of the layers the extrinsic stage, its probes and Table 1 run at (``extrinsic.layers``), in
+    the order of the configured ``layers``: null means every configured layer. Each entry is a position
+    as the ``layers`` key writes it (12, last, 0.5) or its label (layer12, depth0.50); ConfigError (key,
+    value, the configured layers, the fix) for one that is not configured, or for a repeated one."""
+    positions = layer_positions(config["layers"])
+    configured = layer_labels(positions)
+    chosen = config.get("extrinsic", {}).get("layers")
+    if chosen is None:
+        return configured
+    labels = []
+    for value in chosen:
+        try:
+            label = layer_label(value)
+        except ValueError:
+            label = None
+        if label not in configured:
+            raise ConfigError(
+                f"config key 'extrinsic.layers' = {list(chosen)} names {value!r}, which is not one of the configured "
+                f"layer positions (config key 'layers': {list(positions)}, labels {configured}). Fix: list configured "
+                "positions (or their labels), add it to 'layers', or set extrinsic.layers: null for every configured "
+                "layer.")
+        labels.append(label)
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(f"config key 'extrinsic.layers' = {list(chosen)} names a layer more than once (labels "
+                          f"{repeated}). Fix: list each position once.")
+    return [label for label in configured if label in labels]
+
+
+def table_layer(config: Mapping[str, Any]) -> str:
+    """Label of the layer of Table 1 (Markdown, LaTeX), Figure 2 and paper_comparison.md
+    (``analysis.table_layer``): a configured position or its label, which must be one of the extrinsic
+    layers (:func:`extrinsic_layers`); null means the last of them (the last configured layer unless
+    ``extrinsic.layers`` says otherwise). ConfigError naming both keys when it is not an extrinsic layer."""
+    value = config["analysis"].get("table_layer")
+    layers = extrinsic_layers(config)
+    if value is None:
+        return layers[-1]
+    label = configured_label("analysis.table_layer", value, layer_positions(config["layers"]))
+    if label not in layers:
+        chosen = config["extrinsic"]["layers"]
+        raise ConfigError(
+            f"config key 'analysis.table_layer' has value {value!r} (label {label}), which is not one of the layers "
+            f"the extrinsic stage runs at: config key 'extrinsic.layers' = {list(chosen)} (labels {layers}). Table 1, "
+            "Figure 2 and paper_comparison.md set extrinsic against intrinsic distances at that layer. Fix: set "
+            f"analysis.table_layer to one of {list(chosen)} (or null for the last of them), or add {value!r} to "
+            "extrinsic.layers.")
+    return label
 
 
 def rank_deficiency_group(config: Mapping[str, Any]) -> list[str]:

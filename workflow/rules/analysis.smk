@@ -5,20 +5,27 @@
 ANALYSIS = config["analysis"]
 GROUP = ANALYSIS["encoder_group"]
 TABLE_MEASURES = list(ANALYSIS["intrinsic_measures"])
-# Any position the `layers` key can hold (12, last, 0.5) or its label; check_config has checked both.
-TABLE_LAYER = configured_label("analysis.table_layer", ANALYSIS["table_layer"], LAYER_POSITIONS)
+# Any position the `layers` key can hold (12, last, 0.5) or its label, one of EXTRINSIC_LAYERS (null: the
+# last of them); check_config has checked it (affine_homotopy.validation.table_layer).
+TABLE_LAYER = table_layer(config)
 RANK_DEFICIENCY = ANALYSIS["rank_deficiency"]
 RD_LAYER = configured_label("analysis.rank_deficiency.layer", RANK_DEFICIENCY["layer"], LAYER_POSITIONS)
 RD_GROUP = RANK_DEFICIENCY_GROUP  # checked by check_config (common.smk)
 STATS_SETTINGS = {k: ANALYSIS[k] for k in ("n_permutations", "n_bootstrap", "seed", "ci_level")}
 
 
-# Table 1's matrices: {(task, layer, measure): path}
+# Table 1's matrices: {(task, layer, measure): path}, at the layers where both stages run (EXTRINSIC_LAYERS)
 TABLE1_INTRINSIC = keyed(
-    f"{RESULTS}/intrinsic/{{task}}/{{layer}}/{{measure}}.csv", task=TASKS, layer=LAYERS, measure=TABLE_MEASURES
+    f"{RESULTS}/intrinsic/{{task}}/{{layer}}/{{measure}}.csv",
+    task=TASKS,
+    layer=EXTRINSIC_LAYERS,
+    measure=TABLE_MEASURES,
 )
 TABLE1_EXTRINSIC = keyed(
-    f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{{measure}}.csv", task=TASKS, layer=LAYERS, measure=EXTRINSIC_MEASURES
+    f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{{measure}}.csv",
+    task=TASKS,
+    layer=EXTRINSIC_LAYERS,
+    measure=EXTRINSIC_MEASURES,
 )
 
 
@@ -54,7 +61,7 @@ rule correlate:
         runtime=fixed_resource("table", "runtime"),
     params:
         tasks=TASKS,
-        layers=LAYERS,
+        layers=EXTRINSIC_LAYERS,
         intrinsic=TABLE_MEASURES,
         extrinsic=EXTRINSIC_MEASURES,
         intrinsic_paths=TABLE1_INTRINSIC,

@@ -45,11 +45,18 @@ if (PROJECT_DIR / "src" / "affine_homotopy").is_dir() and Path(affine_homotopy._
 from affine_homotopy.config import (
     ConfigError,
     check_config,
+    extrinsic_layers,
     family_members,
     rank_deficiency_group,
+    table_layer,
     training_dynamics_members,
 )
-from affine_homotopy.measures import EXTRINSIC_MEASURES as _EXTRINSIC, stage_outputs
+from affine_homotopy.measures import (
+    extrinsic_outputs,
+    extrinsic_selection,
+    random_classifiers_needed,
+    stage_outputs,
+)
 from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
 from affine_homotopy.lock import check_lock, lock_path, staged_model_commits
 
@@ -81,6 +88,9 @@ TASKS = list(config["tasks"])
 # the embed job), and their labels: the {layer} wildcard and folder names (layer6, depth0.50, last)
 LAYER_POSITIONS = layer_positions(config["layers"])
 LAYERS = layer_labels(LAYER_POSITIONS)
+# The layers the probes, the extrinsic stage and Table 1 run at (extrinsic.layers; null = LAYERS), in
+# config order; the intrinsic stage and Figures 1, 3 and 4 keep every layer of LAYERS
+EXTRINSIC_LAYERS = extrinsic_layers(config)
 SPLITS = ["train", "dev"]
 
 
@@ -121,6 +131,7 @@ def all_train_embeddings(wildcards):
 
 
 def probe_weights(wildcards):
+    # the probe rule writes them at EXTRINSIC_LAYERS only, and the extrinsic rule runs there only
     return [f"{RESULTS}/probes/{wildcards.task}/weights/{e}/{wildcards.layer}.npz" for e in ENCODERS]
 
 
@@ -128,8 +139,8 @@ def extrinsic_summary_inputs(wildcards):
     """Named inputs per (task, layer), e.g. d_psi__sst2__layer12: the script looks each file up by name."""
     files = {}
     for t in TASKS:
-        for l in LAYERS:
-            for name in ("d_psi", "d_worst", "d_worst_search", "bound", "bound_worst"):
+        for l in EXTRINSIC_LAYERS:
+            for name in EXTRINSIC_SUMMARY_MATRICES:
                 files[f"{name}__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/{name}.csv"
             files[f"diagnostics__{t}__{l}"] = f"{RESULTS}/extrinsic/{t}/{l}/d_psi_diagnostics.csv"
             files[f"solver__{t}__{l}"] = f"{RESULTS}/intrinsic/{t}/{l}/d_aff_solver.csv"
@@ -148,22 +159,21 @@ def keyed(pattern, **axes):
 
 
 def matrix_paths(kind, name):
-    """{(task, layer): path} of one matrix of every task and layer."""
-    return keyed(f"{RESULTS}/{kind}/{{task}}/{{layer}}/{name}.csv", task=TASKS, layer=LAYERS)
+    """{(task, layer): path} of one matrix of every task and layer (the extrinsic ones: its layers)."""
+    layers = EXTRINSIC_LAYERS if kind == "extrinsic" else LAYERS
+    return keyed(f"{RESULTS}/{kind}/{{task}}/{{layer}}/{name}.csv", task=TASKS, layer=layers)
 
 
-# every matrix the extrinsic job writes (extrinsic/<task>/<layer>/<name>.csv): values, certified
-# lower bounds (NaN where there is no certificate) and Lemma 5.2's bounds
-EXTRINSIC_MATRICES = [
-    "d_psi",
-    "d_psi_lower",
-    "d_worst",
-    "d_worst_lower",
-    "d_worst_search",
-    "d_worst_search_lower",
-    "bound",
-    "bound_worst",
-]
+# The extrinsic measures extrinsic.measures selects (registry order; d_psi always, d_worst_search opt-in):
+# the extrinsic matrices the analysis correlates (Table 1, Figure 2, the layer trend)
+EXTRINSIC_MEASURES = list(extrinsic_selection(config))
+# every matrix the extrinsic job writes for that selection (extrinsic/<task>/<layer>/<name>.csv):
+# values, certified lower bounds (NaN where there is no certificate) and Lemma 5.2's bounds
+EXTRINSIC_MATRICES = list(extrinsic_outputs(EXTRINSIC_MEASURES))
+# the matrices the extrinsic summary reads: values and Lemma 5.2's bounds, not the lower bounds
+EXTRINSIC_SUMMARY_MATRICES = [m for m in EXTRINSIC_MATRICES if not m.endswith("_lower")]
+# random-label probes per encoder and layer the probe jobs fit: only d_worst evaluates them
+N_RANDOM_PROBES = random_classifiers_needed(config)
 
 
 def matrix_files(kind, name):
@@ -171,7 +181,7 @@ def matrix_files(kind, name):
 
 
 def all_targets():
-    targets = [f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in LAYERS]
+    targets = [f"{RESULTS}/probes/{t}/{l}.csv" for t in TASKS for l in EXTRINSIC_LAYERS]
     for measure in INTRINSIC_MEASURES + ["rank", "d_aff_solver"]:
         targets += matrix_files("intrinsic", measure)
     for measure in EXTRINSIC_MATRICES:
@@ -201,8 +211,6 @@ DYNAMICS_FAMILIES = training_dynamics_members(family_members(config.get("encoder
 if DYNAMICS_FAMILIES:
     FIGURES.append("training_dynamics")
     TABLES.append("training_dynamics.csv")
-# Extrinsic matrices (files extrinsic/<task>/layer<L>/<name>.csv) that the analysis correlates.
-EXTRINSIC_MEASURES = list(_EXTRINSIC)
 # Intrinsic measures the intrinsic stage computes and writes (intrinsic.measures with the companions of d_aff;
 # checked against what the analysis needs by check_config): the CSV stems of intrinsic/<task>/<layer>/
 INTRINSIC_MEASURES = list(stage_outputs(config["intrinsic"]["measures"]))
@@ -271,13 +279,11 @@ def rank_deficiency_resource(key):
 def probe_resource(key):
     def estimate(wildcards, attempt):
         sizes = TASK_SIZES[(wildcards.task, "train")], TASK_SIZES[(wildcards.task, "dev")]
-        n_random = config["extrinsic"]["n_random_classifiers"]
         width = WIDTHS[wildcards.encoder]
-        if key == "runtime":  # this encoder's probes of every layer, from the measured cost model
-            return projected_runtime(
-                config, "probe", {wildcards.encoder: width}, sizes[0], len(LAYERS), attempt=attempt
-            )
-        return probe_resources(*sizes, width, len(LAYERS), config["probe"], n_random, attempt=attempt)[key]
+        n_layers = len(EXTRINSIC_LAYERS)
+        if key == "runtime":  # this encoder's probes of every extrinsic layer, from the measured cost model
+            return projected_runtime(config, "probe", {wildcards.encoder: width}, sizes[0], n_layers, attempt=attempt)
+        return probe_resources(*sizes, width, n_layers, config["probe"], N_RANDOM_PROBES, attempt=attempt)[key]
 
     return estimate
 

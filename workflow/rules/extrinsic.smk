@@ -1,6 +1,6 @@
-# Stage 4: task probes (and the random-label probes of d_worst) per (encoder, task) for every layer,
-# their tables, the extrinsic distances d_psi, d_worst and d_worst_search with Lemma 5.2's bounds,
-# and a run summary.
+# Stage 4: task probes (and, with d_worst, its random-label probes) per (encoder, task) for every
+# extrinsic layer (EXTRINSIC_LAYERS: extrinsic.layers), their tables, the extrinsic distances that
+# extrinsic.measures selects (d_psi; d_worst; d_worst_search) with Lemma 5.2's bounds, and a run summary.
 
 
 rule probe:
@@ -12,7 +12,7 @@ rule probe:
     output:
         weights=expand(
             f"{RESULTS}/probes/{{{{task}}}}/weights/{{{{encoder}}}}/{{layer}}.npz",
-            layer=LAYERS,
+            layer=EXTRINSIC_LAYERS,
         ),
         metrics=f"{RESULTS}/probes/{{task}}/metrics/{{encoder}}.csv",
     log:
@@ -24,9 +24,9 @@ rule probe:
         runtime=probe_resource("runtime"),
     params:
         task_spec=lambda wildcards: config["tasks"][wildcards.task],
-        layers=LAYERS,
+        layers=EXTRINSIC_LAYERS,
         settings=config["probe"],
-        n_random=config["extrinsic"]["n_random_classifiers"],
+        n_random=N_RANDOM_PROBES,
         random_probes=config["extrinsic"]["random_probes"],
     script:
         "../scripts/probe.py"
@@ -90,7 +90,8 @@ rule extrinsic_summary:
         mem_mb=fixed_resource("table", "mem_mb"),
         runtime=fixed_resource("table", "runtime"),
     params:
-        task_layers=[(t, l) for t in TASKS for l in LAYERS],
+        task_layers=[(t, l) for t in TASKS for l in EXTRINSIC_LAYERS],
+        matrices=EXTRINSIC_SUMMARY_MATRICES,
         tol=config["extrinsic"]["tol"],
     script:
         "../scripts/extrinsic_summary.py"

@@ -1,6 +1,7 @@
-"""Extrinsic distances of one (task, layer) for all ordered pairs: d_psi, d_worst, d_worst_search, their
-certified lower bounds and Lemma 5.2's bounds. Every bound is checked before anything is written: a
-violation is a bug and fails the job with a NumericalError, leaving no output."""
+"""Extrinsic distances of one (task, layer) for all ordered pairs: the measures extrinsic.measures selects
+(d_psi always; d_worst; d_worst_search), their certified lower bounds and Lemma 5.2's bounds. Every bound
+is checked before anything is written: a violation is a bug and fails the job with a NumericalError,
+leaving no output."""
 
 import logging
 
@@ -12,6 +13,19 @@ from affine_homotopy.io import read_embeddings, read_matrix, write_csv, write_ma
 from affine_homotopy.linalg import check_finite_representations, select_device
 from affine_homotopy.probes import load_probe_file
 from affine_homotopy.runner import run
+
+
+def measures_line(settings, n_random):
+    """What the job computes, for its log: each selected measure with its budget, and the opt-in search."""
+    parts = ["d_psi (task probe)"]
+    if "d_worst" in settings.measures:
+        parts.append(f"d_worst (task probe and {n_random} random classifiers each)")
+    if "d_worst_search" in settings.measures:
+        parts.append(f"worst-case search d_worst_search ({settings.search_candidates} aimed classifiers and "
+                     f"{settings.search_steps} ascent steps per pair)")
+    else:
+        parts.append("worst-case search: not selected (opt-in: add d_worst_search to extrinsic.measures)")
+    return "; ".join(parts)
 
 
 def main(snakemake):
@@ -26,15 +40,21 @@ def main(snakemake):
     d_aff = d_aff.to_numpy()
     device = select_device(snakemake.params.device, snakemake.resources.get("gpu", 0))
     settings = ExtrinsicSettings.from_config(snakemake.params.study, device)
-    logging.info("%d encoders, N = %d, %d classes, %d random classifiers each, worst-case search: %d aimed "
-                 "classifiers and %d ascent steps per pair, on %s; certified tol %g (atol %g)", len(names),
-                 reps[0].shape[0], probes[0].weight.shape[1], randoms[0].weight.shape[0], settings.search_candidates,
-                 settings.search_steps, device, settings.tol, settings.atol)
+    logging.info("%d encoders, N = %d, %d classes, on %s; certified tol %g (atol %g); measures (extrinsic.measures): "
+                 "%s", len(names), reps[0].shape[0], probes[0].weight.shape[1], device, settings.tol, settings.atol,
+                 measures_line(settings, randoms[0].weight.shape[0]))
+    # d_worst is the only measure that evaluates the random-label probes (the search starts from its classifiers)
+    randoms = randoms if "d_worst" in settings.measures else None
     result = extrinsic_distances(reps, probes, names, np.load(snakemake.input.map_weights), randoms, settings, d_aff)
     logging.info("Lemma 5.2 tightness d_psi / bound: %s",
                  tightness_summary(result.d_psi, result.bound, result.d_worst, slack=result.bound_slack))
     result.check_bounds()  # NumericalError before anything is written
-    for name, matrix in result.matrices().items():
+    matrices = result.matrices()
+    declared = [name for name in snakemake.output.keys() if name != "diagnostics"]
+    # the rule declares the same selection's files (affine_homotopy.measures.extrinsic_outputs)
+    if sorted(matrices) != sorted(declared):
+        raise ValueError(f"the engine computed {sorted(matrices)}, but the rule declares {sorted(declared)}")
+    for name, matrix in matrices.items():
         write_matrix(snakemake.output[name], matrix, names)
     write_csv(snakemake.output.diagnostics, diagnostics_frame(result, d_aff))
     logging.info("phase seconds: %s", {k: round(v, 2) for k, v in result.seconds.items()})

@@ -1,10 +1,12 @@
-"""Task probes of one encoder on one task, one per configured layer; scored on the eval split.
+"""Task probes of one encoder on one task, one per extrinsic layer (``params.layers``: the labels of
+``extrinsic.layers``, each read from the embeddings by its label); scored on the eval split.
 
-Also the random-label probes of the worst-case measures (``n_random`` label sets, seeds 0..n-1,
-the task's number of classes), fitted as one multi-head problem as ``extrinsic.random_probes``
-says (default: the paper's SGD protocol) and stored beside the task probe as ``random_weight``
-(n, D, C), ``random_bias`` (n, C), with each one's spectral norm ``random_norm`` and training
-accuracy on its own labels ``random_train_accuracy``; the metrics table summarises both per encoder.
+Also the random-label probes of the worst-case measures (``n_random`` label sets, seeds 0..n-1, the
+task's number of classes; none when ``extrinsic.measures`` does not select d_worst), fitted as one
+multi-head problem as ``extrinsic.random_probes`` says (default: the paper's SGD protocol) and stored
+beside the task probe as ``random_weight`` (n, D, C), ``random_bias`` (n, C), with each one's spectral
+norm ``random_norm`` and training accuracy on its own labels ``random_train_accuracy``; the metrics
+table summarises both per encoder.
 """
 
 import logging
@@ -26,27 +28,30 @@ def main(snakemake):
     n_random = int(snakemake.params.n_random)
     y_train = pd.read_parquet(snakemake.input.train_table)["label"].to_numpy()
     y_dev = pd.read_parquet(snakemake.input.dev_table)["label"].to_numpy()
-    train, dev = read_embeddings(snakemake.input.train), read_embeddings(snakemake.input.dev)
     labels = random_labels(len(y_train), info.n_classes, range(n_random))
     rows = []
-    # each layer's probe file is found by its name (probes/<task>/weights/<encoder>/<layer>.npz), not by position
+    # each layer's probe file is found by its name (probes/<task>/weights/<encoder>/<layer>.npz), and each
+    # layer's representations by its label in the embeddings' sidecar, not by position: the probes run at
+    # the extrinsic layers, which may be a part of the embedded ones
     weights_paths = {Path(path).stem: path for path in snakemake.output.weights}
-    for slot, layer in enumerate(snakemake.params.layers):
+    for layer in snakemake.params.layers:
         weights_path = weights_paths[layer]
+        train = read_embeddings(snakemake.input.train, layer)
+        dev = read_embeddings(snakemake.input.dev, layer)
         probe = fit_softmax_probe(
-            train[slot], y_train, info.n_classes, settings["l2_grid"], settings["validation_fraction"],
+            train, y_train, info.n_classes, settings["l2_grid"], settings["validation_fraction"],
             settings["max_iter"],
         )
-        metrics = score(info.metrics, y_dev, probe.predict(dev[slot]))
+        metrics = score(info.metrics, y_dev, probe.predict(dev))
         row = {"encoder": encoder, "layer": layer, **metrics,
-               "train_accuracy": score(["accuracy"], y_train, probe.predict(train[slot]))["accuracy"],
+               "train_accuracy": score(["accuracy"], y_train, probe.predict(train))["accuracy"],
                "l2": probe.l2, "iterations": probe.iterations,
                "n_train": len(y_train), "n_dev": len(y_dev)}
         randoms, random_accuracy = None, None
         if n_random:
-            randoms = fit_random_probes(train[slot], labels, info.n_classes, snakemake.params.random_probes, probe.l2,
+            randoms = fit_random_probes(train, labels, info.n_classes, snakemake.params.random_probes, probe.l2,
                                         settings["random_max_iter"])
-            random_norm, random_accuracy = randoms.norms(), randoms.train_accuracy(train[slot], labels)
+            random_norm, random_accuracy = randoms.norms(), randoms.train_accuracy(train, labels)
             # how sharp the classifiers are: memorised random labels (above 1/C) and Lemma 5.2's factor
             row.update({
                 "random_method": snakemake.params.random_probes["method"],

@@ -56,19 +56,40 @@ def _gap_stats(diagnostics: pd.DataFrame, column: str, tol: float | None) -> dic
     return stats
 
 
+# worst_case_summary's columns that describe the search (dropped when d_worst_search was not selected)
+SEARCH_COLUMNS = ("task_probe_worst_share_after_search", "d_worst_search_over_d_worst_median",
+                  "d_worst_search_improved_pairs", "d_worst_search_median")
+
+
 def summary_row(task: str, layer: str, matrices: dict[str, pd.DataFrame], diagnostics: pd.DataFrame,
                 solver: pd.DataFrame, probes: pd.DataFrame, tol: float | None = None) -> dict[str, object]:
     """The run summary of one (task, layer): Lemma 5.2's tightness and violations (must be 0), what
     the worst case adds, the certified gaps (largest, pairs above ``tol``, uncertified pairs), the
-    pairs whose ``d_aff`` missed its tol, and the probes' accuracy and sharpness."""
+    pairs whose ``d_aff`` missed its tol, and the probes' accuracy and sharpness.
+
+    ``matrices`` holds what the extrinsic job wrote for its selection (``extrinsic.measures``):
+    ``d_psi`` and ``bound`` always, ``d_worst`` and ``bound_worst`` with d_worst, ``d_worst_search``
+    with the search. The columns of a measure that was not computed are absent: without ``d_worst``
+    none of the worst case's (``d_worst_*``, ``task_probe_worst_share``, ``bound_worst_*``,
+    ``ordering_violations``); with ``d_worst`` but no search, the search's own (``*_after_search``,
+    ``d_worst_search_*``), and ``bound_worst_violations`` and ``ordering_violations`` check
+    ``d_psi <= d_worst <= bound_worst`` (the largest value computed)."""
     names = list(matrices["d_psi"].index)
     d_psi = matrices["d_psi"].to_numpy()
-    d_worst = matrices["d_worst"].to_numpy()
+    d_worst = matrices["d_worst"].to_numpy() if "d_worst" in matrices else None
     stats = tightness_summary(d_psi, matrices["bound"].to_numpy(), d_worst,
                               slack=pair_matrix(diagnostics, names, "bound_slack", 0.0))
-    worst = worst_case_summary(d_psi, d_worst, matrices["d_worst_search"].to_numpy(), matrices["bound_worst"].to_numpy(),
-                               pair_matrix(diagnostics, names, "worst_classifier", "") == "task",
-                               slack=pair_matrix(diagnostics, names, "bound_worst_slack", 0.0))
+    worst: dict[str, float] = {}
+    if d_worst is not None:
+        searched = "d_worst_search" in matrices
+        # without the search, the largest value computed is d_worst: the checks of the ordering and of
+        # bound_worst apply to it, and the search's own columns are dropped
+        d_search = matrices["d_worst_search"].to_numpy() if searched else d_worst
+        worst = worst_case_summary(d_psi, d_worst, d_search, matrices["bound_worst"].to_numpy(),
+                                   pair_matrix(diagnostics, names, "worst_classifier", "") == "task",
+                                   slack=pair_matrix(diagnostics, names, "bound_worst_slack", 0.0))
+        if not searched:
+            worst = {key: value for key, value in worst.items() if key not in SEARCH_COLUMNS}
     stats["classifier_bound_violations"] = int(diagnostics["bound_violations"].sum())
     row: dict[str, object] = {"task": task, "layer": layer, **stats, **worst}
     for column in ("d_psi_gap", "d_worst_gap", "d_worst_search_gap"):
@@ -77,6 +98,6 @@ def summary_row(task: str, layer: str, matrices: dict[str, pd.DataFrame], diagno
                 "probe_accuracy_median": probes["accuracy"].median(),
                 "probe_accuracy_min": probes["accuracy"].min(), "probe_accuracy_max": probes["accuracy"].max()})
     for column in ("random_train_accuracy_mean", "random_norm_median", "task_norm"):
-        if column in probes.columns:  # absent with n_random_classifiers: 0
+        if column in probes.columns:  # absent without random-label probes (none, or d_worst not selected)
             row[f"{column}_median"] = float(np.median(probes[column]))
     return row
