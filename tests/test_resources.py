@@ -1,6 +1,7 @@
 """Resource requests tell the truth: every job asks for memory and time, a GPU only when the config lets
-it use one (the same rule for embedding and all-pairs jobs), and rank_deficiency the threads of the
-other all-pairs jobs. Checked on the jobs Snakemake plans (dry runs) and on the rule files."""
+it use one (the same rule for embedding and all-pairs jobs), rank_deficiency the threads of the
+intrinsic jobs (the same solver), and the extrinsic jobs one thread (their certified LPs run on one
+BLAS thread). Checked on the jobs Snakemake plans (dry runs) and on the rule files."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .test_workflow import DEMO, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(900)]
 GPU_CAPABLE = {"embed", "intrinsic", "extrinsic", "rank_deficiency"}
-PAIRWISE = {"intrinsic", "extrinsic", "rank_deficiency"}
+PAIRWISE = {"intrinsic", "rank_deficiency"}  # the d_aff solver: multi-threaded products
 
 
 def planned_jobs(output: str) -> list[dict[str, object]]:
@@ -65,6 +66,11 @@ def test_no_job_asks_for_a_gpu_under_device_cpu(plans) -> None:
 def test_rank_deficiency_has_the_threads_of_the_other_all_pairs_jobs(plans) -> None:
     threads = {job["rule"]: job["threads"] for job in plans["paper_cpu"] if job["rule"] in PAIRWISE}
     assert set(threads) == PAIRWISE and len(set(threads.values())) == 1 and threads["intrinsic"] > 1, threads
+
+
+def test_extrinsic_jobs_ask_for_the_one_thread_their_lps_use(plans) -> None:
+    threads = {job["threads"] for job in plans["paper_cpu"] if job["rule"] == "extrinsic"}
+    assert threads == {1}, threads
 
 
 def test_every_rule_in_the_rule_files_declares_memory_and_time() -> None:
