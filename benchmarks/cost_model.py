@@ -294,7 +294,7 @@ def speedup(args: argparse.Namespace) -> None:
         f"pairs), {args.n_random} random classifiers per target, default worst-case search; variants: plain (the "
         "local estimator without full_set_product and soft_label_active_set), local (with them: the former "
         "default), certified (the default)")
-    default = ExtrinsicSettings()
+    default = ExtrinsicSettings(measures=tuple(args.measures))
     variants = {"plain": replace(default, certified=False, full_set_product=False, soft_label_active_set=False),
                 "local": replace(default, certified=False), "certified": default}
     for n in args.sizes:
@@ -317,8 +317,12 @@ def speedup(args: argparse.Namespace) -> None:
             say(f"N = {n} (load {os.getloadavg()[0]:.2f}): {old_label} -> {new_label}: CPU {old_s:.1f} s -> "
                 f"{new_s:.1f} s, {new_s / old_s:.2f}x the time; per phase " + ", ".join(
                     f"{phase} {old.seconds['cpu_' + phase]:.1f} -> {new.seconds['cpu_' + phase]:.1f} s"
-                    for phase in ("d_psi", "d_worst", "d_worst_search")))
-            for measure in ("d_psi", "d_worst", "d_worst_search"):
+                    for phase in args.measures))
+            for phase in args.measures:
+                if old.seconds["cpu_" + phase]:
+                    say(f"    phase {phase}: {new_label} / {old_label} CPU = "
+                        f"{new.seconds['cpu_' + phase] / old.seconds['cpu_' + phase]:.2f}")
+            for measure in args.measures:
                 a, b = getattr(old, measure)[off], getattr(new, measure)[off]
                 say(f"    {measure}: {new_label} / {old_label} median {np.median(b / a):.4f}, range "
                     f"{np.min(b / a):.4f}-{np.max(b / a):.4f}")
@@ -369,6 +373,8 @@ def main() -> None:
     s.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000])
     s.add_argument("--n-random", type=int, default=100)
     s.add_argument("--skip", nargs="*", default=[], choices=["plain", "local", "certified"])
+    s.add_argument("--measures", nargs="+", default=["d_psi", "d_worst", "d_worst_search"],
+                   choices=["d_psi", "d_worst", "d_worst_search"])
     c = sub.add_parser("compare")
     c.add_argument("--configfile", required=True)
     args = parser.parse_args()
