@@ -426,3 +426,13 @@ def test_an_unselected_measure_is_not_computed_and_changes_nothing_else(selectio
         assert "task_probe_worst_share" in row and "task_probe_worst_share_after_search" not in row
     else:
         assert not any(key.startswith(("d_worst", "bound_worst", "task_probe_worst")) for key in row)
+
+
+def test_settings_refuse_a_search_without_d_worst() -> None:
+    """Settings built in code follow the config's rule: the search starts from d_worst's classifiers."""
+    from affine_homotopy.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="d_worst_search without d_worst"):
+        ExtrinsicSettings(measures=("d_psi", "d_worst_search"))
+    with pytest.raises(ConfigError, match="unknown measure"):
+        ExtrinsicSettings(measures=("d_psi", "d_lin"))

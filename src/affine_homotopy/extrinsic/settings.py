@@ -46,6 +46,12 @@ class ExtrinsicSettings:
     # extrinsic.measures): d_worst needs random classifiers, d_worst_search starts from d_worst's
     measures: tuple[str, ...] = ("d_psi", "d_worst", "d_worst_search")
 
+    def __post_init__(self) -> None:
+        # the config's rules (measures.check_extrinsic_selection), for settings built in code too
+        from ..measures import check_extrinsic_selection
+
+        check_extrinsic_selection({"extrinsic": {"measures": list(self.measures)}})
+
     @classmethod
     def from_config(cls, config: Mapping[str, Any], device: torch.device | str = "cpu") -> "ExtrinsicSettings":
         """Settings of a validated study config (its ``extrinsic`` section, and the rank rule of its
