@@ -132,6 +132,37 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
     return out
 
 
+RATIOS = Path(__file__).resolve().parent / "extrinsic_cost_ratios.csv"
+RATIO_FIELDS = ["n", "d", "phase", "local_cpu", "certified_cpu", "ratio", "n_random", "load_1min", "machine", "date"]
+
+
+def append_ratio(n: int, phase: str, local: float, certified: float, n_random: int) -> None:
+    """One side-by-side ratio (certified over the former local estimator, one process) for ``fit``."""
+    new = not RATIOS.is_file()
+    with open(RATIOS, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=RATIO_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow({"n": n, "d": 384, "phase": phase, "local_cpu": f"{local:.1f}",
+                         "certified_cpu": f"{certified:.1f}", "ratio": f"{certified / local:.3f}",
+                         "n_random": n_random, "load_1min": f"{os.getloadavg()[0]:.2f}",
+                         "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d")})
+
+
+def certified_ratio(phase: str, n: int) -> float | None:
+    """The certified stage's cost over the former estimator's at ``n`` rows: the side-by-side ratios of
+    ``extrinsic_cost_ratios.csv`` (latest per N), interpolated log-log in N, flat beyond the measured
+    range; None without any for this phase."""
+    if not RATIOS.is_file():
+        return None
+    with open(RATIOS, newline="") as handle:
+        latest = {int(r["n"]): float(r["ratio"]) for r in csv.DictReader(handle) if r["phase"] == phase}
+    if not latest:
+        return None
+    sizes = np.array(sorted(latest), dtype=float)
+    return float(np.exp(np.interp(np.log(n), np.log(sizes), np.log([latest[int(x)] for x in sizes]))))
+
+
 def append_rows(rows: list[dict[str, object]]) -> None:
     new = not MEASUREMENTS.is_file()
     with open(MEASUREMENTS, "a", newline="") as handle:
@@ -198,6 +229,11 @@ def read_measurements(path: Path = MEASUREMENTS) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+# the stages the certified two-class solver changed, and the last date their rows measured the former estimator
+CERTIFIED_SCALED = ("d_psi", "d_worst")
+FORMER_ESTIMATOR_UNTIL = "2026-11-30"
+
+
 def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
     from affine_homotopy.cost import STAGE_COSTS, fit_stage
 
@@ -206,7 +242,16 @@ def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]
     rows = [r for r in latest.values() if int(r["k"]) == 3]
     by_stage: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
     for row in rows:
-        by_stage[row["stage"]].append((int(row["n"]), int(row["d"]), float(row["seconds_per_unit"])))
+        seconds = float(row["seconds_per_unit"])
+        # rows measured before the certified two-class solver: scaled by the side-by-side ratio at their N
+        if row["stage"] in CERTIFIED_SCALED and row["date"] <= FORMER_ESTIMATOR_UNTIL:
+            ratio = certified_ratio(row["stage"], int(row["n"]))
+            if ratio is not None:
+                seconds *= ratio
+        by_stage[row["stage"]].append((int(row["n"]), int(row["d"]), seconds))
+    if RATIOS.is_file():
+        say(f"d_psi and d_worst: rows of the former estimator (to {FORMER_ESTIMATOR_UNTIL}) times the certified solver's "
+            f"side-by-side CPU ratio at their N ({RATIOS.name}, from `speedup`)")
     fitted = {stage: fit_stage(points) for stage, points in by_stage.items()}  # (a, alpha, beta, residual)
     say("stage            seconds at N=10,000 D=384   N exponent   D exponent   rms log residual   unit")
     for stage, (a, alpha, beta, residual) in fitted.items():
@@ -322,6 +367,8 @@ def speedup(args: argparse.Namespace) -> None:
                 if old.seconds["cpu_" + phase]:
                     say(f"    phase {phase}: {new_label} / {old_label} CPU = "
                         f"{new.seconds['cpu_' + phase] / old.seconds['cpu_' + phase]:.2f}")
+                    if (old_label, new_label) == ("local", "certified"):
+                        append_ratio(n, phase, old.seconds["cpu_" + phase], new.seconds["cpu_" + phase], args.n_random)
             for measure in args.measures:
                 a, b = getattr(old, measure)[off], getattr(new, measure)[off]
                 say(f"    {measure}: {new_label} / {old_label} median {np.median(b / a):.4f}, range "
