@@ -325,6 +325,26 @@ def test_a_failed_lp_is_a_numerical_error_naming_the_pair_and_classifier(monkeyp
                                    pairs=[(0, 1)])
 
 
+def test_a_stalled_simplex_is_finished_by_the_interior_point_method(monkeypatch) -> None:
+    """A dual simplex that hits its iteration cap (seen on a real degenerate pair) is solved again by
+    the interior-point method with crossover: the interval still contains the independent optimum."""
+    import highspy
+
+    set_option = highspy.Highs.setOptionValue
+
+    def capped(self, option, value):  # a cap of 1 pivot: every simplex solve stalls
+        return set_option(self, option, 1 if option == "simplex_iteration_limit" else value)
+
+    monkeypatch.setattr(highspy.Highs, "setOptionValue", capped)
+    X, Y, target_probe = case("random")
+    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+                                        pairs=[(0, 1)])
+    ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
+    assert result.d_psi_lower[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9
+    assert result.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
+    assert result.d_psi[0, 1] - result.d_psi_lower[0, 1] <= 1e-3 * result.d_psi[0, 1] + 1e-12
+
+
 def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:
     """lam = 2.5: the certified interval contains the optimum for softmax(lam * logits), and Lemma 5.2's
     bound is (lam / 2) ||W||_2 d_aff, computed here with numpy's spectral norm."""

@@ -178,6 +178,7 @@ class ChebyshevLP:
         self.hi_side = np.zeros(0, dtype=bool)
         self.member = np.zeros((n, 2), dtype=bool)  # member[n, 0/1]: row n's hi/lo side is in the LP
         self.lps = 0
+        self.fallbacks = 0  # solves finished by the interior-point method after the simplex stalled
         self.simplex_iterations = 0
         self.last_dual: np.ndarray | None = None
 
@@ -224,13 +225,23 @@ class ChebyshevLP:
         self.solver.changeRowsBounds(count, np.arange(count, dtype=np.int32), self._finite(lower), self._finite(upper))
 
     def solve(self) -> tuple[np.ndarray, float, np.ndarray]:
-        """``(w, s, row duals)``; a status other than optimal is retried once from scratch, then a
-        NumericalError naming the problem (this LP is always feasible and bounded by ``S_FLOOR``)."""
+        """``(w, s, row duals)``; a status other than optimal is retried from scratch, then by the
+        interior-point method with crossover (a degenerate LP can stall the dual simplex: seen on a
+        real pair), then a NumericalError naming the problem (this LP is always feasible and bounded
+        by ``S_FLOOR``)."""
         status = None
-        for attempt in range(2):
+        for attempt in range(3):
             if attempt:
                 self.solver.clearSolver()
-            self.solver.run()
+            if attempt == 2:
+                self.solver.setOptionValue("solver", "ipm")
+                self.solver.setOptionValue("run_crossover", "on")
+                self.fallbacks += 1
+            try:
+                self.solver.run()
+            finally:
+                if attempt == 2:
+                    self.solver.setOptionValue("solver", "simplex")
             status = self.solver.getModelStatus()
             if status == self.highspy.HighsModelStatus.kOptimal:
                 break

@@ -567,7 +567,7 @@ def extrinsic_distances(
     drifted: list[str] = []
     seconds = {f"{kind}{phase}": 0.0 for kind in ("", "cpu_") for phase in ("d_psi", "d_worst", "d_worst_search")}
     clock = PhaseClock(seconds)
-    stalls = restarts = lp_count = restarted_lps = 0
+    stalls = restarts = lp_count = restarted_lps = ipm_fallbacks = 0
     max_gap = 0.0
     for i, others in by_source:
         clock.start()
@@ -597,6 +597,7 @@ def extrinsic_distances(
             restarts += int(result.restarted_improved.sum())
         lp_count += ctx.solver.lp_count
         restarted_lps += ctx.solver.restarted_lps
+        ipm_fallbacks += ctx.solver.ipm_fallbacks
         max_gap = max(max_gap, ctx.solver.max_gap)
         matrices = {"d_psi": d_psi, "d_psi_lower": d_psi_lower}
         if worst_case:
@@ -615,6 +616,9 @@ def extrinsic_distances(
         if restarted_lps:
             log.info("%d warm-started LPs of the search hit HiGHS's iteration cap and were solved again on a fresh "
                      "model", restarted_lps)
+        if ipm_fallbacks:
+            log.info("%d LPs stalled the dual simplex (HiGHS's iteration cap) and were solved by the interior-point "
+                     "method with crossover", ipm_fallbacks)
         if max_gap > settings.tol:
             log.warning("some certified intervals stayed wider than tol after max_lp = %d LPs (largest gap %.2e): "
                         "see the *_gap columns of d_psi_diagnostics.csv", settings.max_lp, max_gap)

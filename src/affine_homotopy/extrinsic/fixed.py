@@ -37,6 +37,7 @@ class FixedClassifierSolver:
         self.lp_count = 0
         self.max_gap = 0.0
         self.restarted_lps = 0  # warm models given up for a fresh one (HiGHS's iteration cap)
+        self.ipm_fallbacks = 0  # LPs the dual simplex could not finish, solved by the interior-point method
 
     def certifies(self, n_classes: int) -> bool:
         return n_classes == 2 and self.settings.certified
@@ -114,6 +115,8 @@ class FixedClassifierSolver:
                 interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
                                    dominated_below=float(below[h]))
             self.lp_count += interval.lps
+            self.ipm_fallbacks += lp.fallbacks
+            lp.fallbacks = 0
             if interval.stop != "dominated":
                 self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)
             half = torch.as_tensor(interval.coef / 2, dtype=result.A.dtype, device=result.A.device)
