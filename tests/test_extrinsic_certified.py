@@ -175,16 +175,22 @@ def test_exact_fit_stops_at_the_absolute_floor() -> None:
     assert 0 <= result.d_psi_lower[0, 1] <= result.d_psi[0, 1]
 
 
+def three_encoders(seed: int, n: int, width: int, n_random: int):
+    """A source, a nonlinear image of it and a noisy half of it, each with a task probe and
+    ``n_random`` random classifiers (two classes)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, width)) * np.linspace(2.0, 0.5, width)
+    reps = [X, np.tanh(X @ rng.standard_normal((width, width - width // 5)) / 2),
+            X[:, : width // 2] + 0.1 * rng.standard_normal((n, width // 2))]
+    probes = [probe(rng, r.shape[1], 2.0) for r in reps]
+    randoms = [ProbeSet(rng.standard_normal((n_random, r.shape[1], 2)), 0.1 * rng.standard_normal((n_random, 2)),
+                        0.0, 0) for r in reps]
+    return reps, probes, randoms
+
+
 @pytest.fixture(scope="module")
 def small_study():
-    rng = np.random.default_rng(11)
-    n = 300
-    X = rng.standard_normal((n, 10)) * np.linspace(2.0, 0.5, 10)
-    reps = [X, np.tanh(X @ rng.standard_normal((10, 8)) / 2), X[:, :5] + 0.1 * rng.standard_normal((n, 5))]
-    probes = [probe(rng, r.shape[1], 2.0) for r in reps]
-    randoms = [ProbeSet(rng.standard_normal((4, r.shape[1], 2)), 0.1 * rng.standard_normal((4, 2)), 0.0, 0)
-               for r in reps]
-    return reps, probes, randoms
+    return three_encoders(11, 300, 10, 4)
 
 
 @pytest.mark.slow
@@ -388,13 +394,7 @@ def selection_runs():
     maps), run with each extrinsic selection: the full one first."""
     from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
 
-    rng = np.random.default_rng(21)
-    n = 160
-    X = rng.standard_normal((n, 6)) * np.linspace(2.0, 0.5, 6)
-    reps = [X, np.tanh(X @ rng.standard_normal((6, 5)) / 2), X[:, :3] + 0.1 * rng.standard_normal((n, 3))]
-    probes = [probe(rng, r.shape[1], 2.0) for r in reps]
-    randoms = [ProbeSet(rng.standard_normal((3, r.shape[1], 2)), 0.1 * rng.standard_normal((3, 2)), 0.0, 0)
-               for r in reps]
+    reps, probes, randoms = three_encoders(21, 160, 6, 3)
     intrinsic = pairwise_intrinsic(reps, settings=SolverSettings(keep_weights=True, measures=("d_aff",)))
     settings = ExtrinsicSettings(search_steps=2, search_candidates=2)
     runs = {}
