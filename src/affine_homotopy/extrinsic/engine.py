@@ -645,7 +645,8 @@ def extrinsic_distances(
     return ExtrinsicResult(
         names, [(i, j) for i, others in by_source for j in others], prep.n_classes, certified, d_psi, d_psi_lower,
         diagnostics, seconds, d_worst, d_worst_lower, worst_index, d_search, d_search_lower, bound, bound_slack,
-        lemma.bound_worst() if worst_case else None, bound_worst_slack if worst_case else None, lemma.violations, prep.radius if worst_case else None,
+        lemma.bound_worst() if worst_case else None, bound_worst_slack if worst_case else None, lemma.violations,
+        prep.radius if worst_case else None,
         prep.skipped if worst_case else None, searched)
 
 
