@@ -1,9 +1,10 @@
 """Linear softmax probes (the paper's task classifiers ``psi'``) and their metrics.
 
 A probe is multinomial logistic regression ``p(y | h) = softmax(h W + b)`` on one encoder's
-representations ``h`` (rows). It is fitted by full-batch L-BFGS (deterministic) on features
-standardised with the fit split's mean and standard deviation; the L2 penalty
-``l2 / 2 * ||W_std||_F^2`` (bias unpenalised) acts on those standardised weights, and the
+representations ``h`` (rows). It is fitted by full-batch L-BFGS (deterministic: scipy's L-BFGS-B
+with the analytic gradient, in float64) on features standardised with the fit split's mean and
+standard deviation; the objective is the mean cross entropy plus the L2 penalty
+``l2 / 2 * ||W_std||_F^2`` (bias unpenalised) on those standardised weights, and the
 standardisation is folded back into ``W`` and ``b`` so that the stored probe applies to raw
 representations. ``l2`` is chosen from a grid by accuracy on a deterministic hold-out of the fit
 split (ties go to the stronger penalty), then the probe is refitted on the whole fit split.
@@ -20,8 +21,9 @@ one multi-head problem whose loss is the *sum* of the heads' losses, so heads do
   {1e-2, 1e-1, 2e-1, 4e-1}; each classifier keeps the learning rate with the best training
   accuracy. The stopping point, not a penalty, limits the weights: these probes are as sharp as
   the paper's.
-* :func:`fit_softmax_probes`: the task probe's model (standardised features, full-batch L-BFGS)
-  with a fixed ``l2``. With the task probe's chosen penalty these come out nearly flat.
+* :func:`fit_softmax_probes`: the task probe's model (standardised features, full-batch L-BFGS in
+  PyTorch, on the caller's device) with a fixed ``l2``. With the task probe's chosen penalty these
+  come out nearly flat.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.optimize
 import torch
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,39 @@ def _lbfgs_logistic(
     return (w[0], b[0], iterations) if single else (w, b, iterations)
 
 
+def _lbfgs_softmax(
+    Z: np.ndarray, y: np.ndarray, n_classes: int, l2: float, max_iter: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """One head of :func:`_lbfgs_logistic`'s objective, by scipy's L-BFGS-B with the analytic gradient.
+
+    Returns ``weight`` (D, C), ``bias`` (C,) and the iteration count. Numpy in float64 on the CPU:
+    a single task probe is a small problem, where PyTorch's per-step overhead (autograd, the
+    Python-level two-loop recursion) cost 3-4x the whole fit (``benchmarks/probe_fit.py``).
+    """
+    n, dim = Z.shape
+    one_hot = np.zeros((n, n_classes))
+    one_hot[np.arange(n), y] = 1.0
+    split = dim * n_classes
+
+    def loss_and_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        weight, bias = theta[:split].reshape(dim, n_classes), theta[split:]
+        logits = Z @ weight + bias
+        logits -= logits.max(axis=1, keepdims=True)
+        exp = np.exp(logits)
+        total = exp.sum(axis=1)
+        loss = (np.log(total).sum() - (logits * one_hot).sum()) / n + 0.5 * l2 * float((weight**2).sum())
+        residual = (exp / total[:, None] - one_hot) / n  # d(mean cross entropy) / d(logits)
+        gradient = np.concatenate([(Z.T @ residual + l2 * weight).ravel(), residual.sum(axis=0)])
+        return float(loss), gradient
+
+    # the same stopping rules as the multi-head fit: largest gradient entry 1e-9, or a stalled loss
+    result = scipy.optimize.minimize(
+        loss_and_gradient, np.zeros(split + n_classes), jac=True, method="L-BFGS-B",
+        options={"maxiter": max_iter, "maxcor": 20, "gtol": 1e-9, "ftol": 1e-15},
+    )
+    return result.x[:split].reshape(dim, n_classes), result.x[split:], int(result.nit)
+
+
 def fit_softmax_probe(
     X: np.ndarray,
     y: np.ndarray,
@@ -121,24 +157,23 @@ def fit_softmax_probe(
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {y.min()}..{y.max()}")
     mean, std = _standardise(X)
-    Z = torch.from_numpy((X - mean) / std)
-    labels = torch.from_numpy(y)
+    Z = (X - mean) / std
     scores: dict[float, float] = {}
     grid = sorted(set(float(v) for v in l2_grid))
     if len(grid) > 1:
         order = np.random.default_rng(seed).permutation(len(y))
         n_val = max(1, int(round(validation_fraction * len(y))))
-        val, fit = torch.from_numpy(order[:n_val]), torch.from_numpy(order[n_val:])
+        val, fit = order[:n_val], order[n_val:]
+        Z_fit, y_fit = Z[fit], y[fit]
         for l2 in grid:
-            w, b, _ = _lbfgs_logistic(Z[fit], labels[fit], n_classes, l2, max_iter)
-            scores[l2] = float(((Z[val] @ w + b).argmax(1) == labels[val]).double().mean())
+            w, b, _ = _lbfgs_softmax(Z_fit, y_fit, n_classes, l2, max_iter)
+            scores[l2] = float(((Z[val] @ w + b).argmax(1) == y[val]).mean())
         best = max(grid, key=lambda l2: (scores[l2], l2))
     else:
         best = grid[0]
-    w, b, iterations = _lbfgs_logistic(Z, labels, n_classes, best, max_iter)
-    w_np, b_np = w.numpy(), b.numpy()
-    weight = w_np / std[:, None]
-    bias = b_np - (mean / std) @ w_np
+    w, b, iterations = _lbfgs_softmax(Z, y, n_classes, best, max_iter)
+    weight = w / std[:, None]
+    bias = b - (mean / std) @ w
     log.info("probe fitted: l2=%g after %d L-BFGS iterations (hold-out accuracies %s)", best, iterations, scores)
     return SoftmaxProbe(weight, bias, best, iterations, scores)
 

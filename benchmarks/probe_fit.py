@@ -1,0 +1,107 @@
+"""Task-probe fit: scipy's L-BFGS-B (the package's ``fit_softmax_probe``) against the former PyTorch
+L-BFGS path, side by side in one process on the same standardised features and the same l2 grid.
+
+For each encoder, layer and grid value it fits both, then prints the CPU-time ratio (PyTorch /
+scipy), each fit's iterations, the objective gap, and whether the hold-out accuracy (which picks l2)
+agrees. Input: a finished run's embeddings and labels (``--run results/demo``: every model or
+derived encoder of one task there), else a synthetic stand-in of the demo's size.
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/probe_fit.py --run results/demo --task sentiment
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/probe_fit.py            # synthetic, N = 2,000, D = 384
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from affine_homotopy.io import read_embeddings, read_json
+from affine_homotopy.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise
+
+GRID = (1e-4, 1e-3, 1e-2, 1e-1)
+
+
+def objective(Z: np.ndarray, y: np.ndarray, weight: np.ndarray, bias: np.ndarray, l2: float) -> float:
+    logits = Z @ weight + bias
+    logits -= logits.max(axis=1, keepdims=True)
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return float(-log_p[np.arange(len(y)), y].mean() + 0.5 * l2 * (weight**2).sum())
+
+
+def problems(args: argparse.Namespace):
+    if args.run is None:
+        rng = np.random.default_rng(0)
+        direction = rng.standard_normal(384)
+        X = rng.standard_normal((2000, 384)) @ np.diag(rng.uniform(0.1, 2.0, 384))
+        y = (X @ direction + 3.0 * rng.standard_normal(2000) > 0).astype(np.int64)
+        yield "synthetic", "-", X, y
+        return
+    run = Path(args.run)
+    y = pd.read_parquet(run / "data" / args.task / "train.parquet")["label"].to_numpy().astype(np.int64)
+    for folder in sorted((run / "embeddings").iterdir()):
+        path = folder / args.task / "train.npy"
+        if not path.exists():
+            continue
+        for layer in read_json(path.with_suffix(".json"))["layers"][: args.layers]:
+            yield folder.name, layer, read_embeddings(path, layer).astype(np.float64), y
+
+
+def cpu_seconds(function):
+    start = time.process_time()
+    result = function()
+    return result, time.process_time() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", help="a finished run's results folder (default: synthetic data)")
+    parser.add_argument("--task", default="sentiment")
+    parser.add_argument("--layers", type=int, default=3, help="the first LAYERS layers of each encoder")
+    parser.add_argument("--max-iter", type=int, default=500)
+    parser.add_argument("--validation-fraction", type=float, default=0.2)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}; "
+          f"1 torch thread, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
+          f"load average {os.getloadavg()[0]:.2f}; max_iter {args.max_iter}, grid {GRID}")
+    totals = {"torch": 0.0, "scipy": 0.0}
+    worst_gap, disagreements, fits = 0.0, 0, 0
+    print(f"{'encoder':<16}{'layer':<8}{'l2':>8}{'N':>6}{'D':>5}{'torch s':>9}{'scipy s':>9}{'ratio':>7}"
+          f"{'it torch':>9}{'it scipy':>9}{'objective gap':>15}{'hold-out acc':>15}")
+    for encoder, layer, X, y in problems(args):
+        n_classes = int(y.max()) + 1
+        order = np.random.default_rng(0).permutation(len(y))
+        n_val = max(1, int(round(args.validation_fraction * len(y))))
+        val, fit = order[:n_val], order[n_val:]
+        mean, std = _standardise(X[fit])
+        Z_fit, Z_val = (X[fit] - mean) / std, (X[val] - mean) / std
+        for l2 in GRID:
+            (w_t, b_t, it_t), t_torch = cpu_seconds(lambda: _lbfgs_logistic(
+                torch.from_numpy(Z_fit), torch.from_numpy(y[fit]), n_classes, l2, args.max_iter))
+            (w_s, b_s, it_s), t_scipy = cpu_seconds(
+                lambda: _lbfgs_softmax(Z_fit, y[fit], n_classes, l2, args.max_iter))
+            w_t, b_t = w_t.numpy(), b_t.numpy()
+            gap = objective(Z_fit, y[fit], w_s, b_s, l2) - objective(Z_fit, y[fit], w_t, b_t, l2)
+            acc_t = float(((Z_val @ w_t + b_t).argmax(1) == y[val]).mean())
+            acc_s = float(((Z_val @ w_s + b_s).argmax(1) == y[val]).mean())
+            totals["torch"] += t_torch
+            totals["scipy"] += t_scipy
+            worst_gap = max(worst_gap, abs(gap))
+            disagreements += acc_t != acc_s
+            fits += 1
+            print(f"{encoder:<16}{layer:<8}{l2:>8g}{len(fit):>6}{X.shape[1]:>5}{t_torch:>9.2f}{t_scipy:>9.2f}"
+                  f"{t_torch / t_scipy:>7.2f}{it_t:>9}{it_s:>9}{gap:>15.2e}{acc_t:>7.4f}/{acc_s:.4f}")
+    print(f"\n{fits} fits: PyTorch L-BFGS {totals['torch']:.1f} CPU s, scipy L-BFGS-B {totals['scipy']:.1f} "
+          f"CPU s: ratio {totals['torch'] / totals['scipy']:.2f}x; largest |objective gap| {worst_gap:.1e} "
+          f"(scipy minus PyTorch); hold-out accuracy differs on {disagreements} of {fits} fits")
+
+
+if __name__ == "__main__":
+    main()
