@@ -17,6 +17,9 @@ rule intrinsic:
     conda:
         "../envs/compute.yaml"
     threads: 2
+    # before the probes: each extrinsic job waits for its layer's intrinsic job, and ready intrinsic
+    # jobs left behind the probes made the run end on one extrinsic job beside an idle core
+    priority: 1
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
