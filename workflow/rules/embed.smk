@@ -13,6 +13,9 @@ rule embed:
         f"{RESULTS}/logs/embed/{{encoder}}_{{task}}_{{split}}.log",
     wildcard_constraints:
         encoder=_alternatives(MODEL_ENCODERS),
+    # first: every later job waits for embeddings, and the rest of the run then has the most jobs
+    # ready to keep the cores busy
+    priority: 2
     conda:
         "../envs/embed.yaml"
     threads: 2

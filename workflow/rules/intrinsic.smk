@@ -14,12 +14,12 @@ rule intrinsic:
         weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
     log:
         f"{RESULTS}/logs/intrinsic/{{task}}_{{layer}}.log",
-    conda:
-        "../envs/compute.yaml"
-    threads: 2
     # before the probes: each extrinsic job waits for its layer's intrinsic job, and ready intrinsic
     # jobs left behind the probes made the run end on one extrinsic job beside an idle core
     priority: 1
+    conda:
+        "../envs/compute.yaml"
+    threads: 2
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
