@@ -1,6 +1,7 @@
 """Resource requests tell the truth: every job asks for memory and time, a GPU only when the config lets
-it use one (the same rule for embedding and all-pairs jobs), rank_deficiency the threads of the
-intrinsic jobs (the same solver), and the extrinsic jobs one thread (their certified LPs run on one
+it use one (the same rule for embedding and all-pairs jobs), the embed and all-pairs jobs the threads
+the config gives them, rank_deficiency the threads of the intrinsic jobs (the same solver), and the
+extrinsic jobs one thread (their certified LPs run on one
 BLAS thread). Checked on the jobs Snakemake plans (dry runs) and on the rule files."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 
 from .conftest import REPO, rule_blocks
 from .test_workflow import DEMO, snakemake
@@ -66,6 +68,19 @@ def test_no_job_asks_for_a_gpu_under_device_cpu(plans) -> None:
 def test_rank_deficiency_has_the_threads_of_the_other_all_pairs_jobs(plans) -> None:
     threads = {job["rule"]: job["threads"] for job in plans["paper_cpu"] if job["rule"] in PAIRWISE}
     assert set(threads) == PAIRWISE and len(set(threads.values())) == 1 and threads["intrinsic"] > 1, threads
+
+
+def test_thread_counts_follow_the_config(plans) -> None:
+    """embedding.threads and intrinsic.threads set the embed and the all-pairs jobs' threads: the demo
+    sets 1 for both, the paper config leaves the schema's default of 2."""
+    demo = yaml.safe_load(DEMO.read_text())
+    expected = {"embed": demo["embedding"]["threads"], "intrinsic": demo["intrinsic"]["threads"],
+                "rank_deficiency": demo["intrinsic"]["threads"]}
+    assert expected == {"embed": 1, "intrinsic": 1, "rank_deficiency": 1}  # else the check below shows nothing
+    for name, wanted in (("demo_cpu", expected), ("paper_cpu", dict.fromkeys(expected, 2))):
+        found = {job["rule"]: {j["threads"] for j in plans[name] if j["rule"] == job["rule"]}
+                 for job in plans[name] if job["rule"] in expected}
+        assert found == {rule: {count} for rule, count in wanted.items()}, (name, found)
 
 
 def test_extrinsic_jobs_ask_for_the_one_thread_their_lps_use(plans) -> None:

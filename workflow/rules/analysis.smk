@@ -199,7 +199,7 @@ rule rank_deficiency:
         f"{RESULTS}/logs/rank_deficiency/{{task}}.log",
     conda:
         "../envs/compute.yaml"
-    threads: 2
+    threads: config["intrinsic"]["threads"]  # the d_aff solver, as in the intrinsic jobs
     resources:
         gpu=GPU_REQUEST,
         mem_mb=rank_deficiency_resource("mem_mb"),

@@ -221,6 +221,10 @@ INTRINSIC_MEASURES = list(stage_outputs(config["intrinsic"]["measures"]))
 GPU_REQUEST = 0 if config["device"] == "cpu" else 1
 # Figure 3's encoders (null = every non-derived encoder), defined once in the package
 RANK_DEFICIENCY_GROUP = rank_deficiency_group(config)
+# The settings a stage's jobs get as params, without the thread counts (embedding.threads,
+# intrinsic.threads): those set how a job runs, not what it computes, so changing them reruns nothing
+EMBEDDING_SETTINGS = {k: v for k, v in config["embedding"].items() if k != "threads"}
+INTRINSIC_SETTINGS = {k: v for k, v in config["intrinsic"].items() if k != "threads"}
 
 
 # ---------------------------------------------------------------------------------------------

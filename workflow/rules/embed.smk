@@ -18,7 +18,7 @@ rule embed:
     priority: 2
     conda:
         "../envs/embed.yaml"
-    threads: 2
+    threads: config["embedding"]["threads"]
     resources:
         gpu=GPU_REQUEST,
         mem_mb=embed_resource("mem_mb"),
@@ -33,7 +33,7 @@ rule embed:
         ),
         layers=LAYER_POSITIONS,
         positions=LAYERS,
-        embedding=config["embedding"],
+        embedding=EMBEDDING_SETTINGS,
         device=config["device"],
     script:
         "../scripts/embed.py"

@@ -74,7 +74,7 @@ rule extrinsic:
         disk_mb=pairwise_resource("disk_mb"),
     params:
         encoders=ENCODERS,
-        study={"extrinsic": config["extrinsic"], "intrinsic": config["intrinsic"]},
+        study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
         device=config["device"],
     script:
         "../scripts/extrinsic.py"

@@ -19,7 +19,7 @@ rule intrinsic:
     priority: 1
     conda:
         "../envs/compute.yaml"
-    threads: 2
+    threads: config["intrinsic"]["threads"]
     resources:
         gpu=GPU_REQUEST,
         mem_mb=pairwise_resource("mem_mb"),
@@ -28,7 +28,7 @@ rule intrinsic:
     params:
         encoders=ENCODERS,
         measures=INTRINSIC_MEASURES,
-        settings=config["intrinsic"],
+        settings=INTRINSIC_SETTINGS,
         device=config["device"],
     script:
         "../scripts/intrinsic.py"
