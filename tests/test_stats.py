@@ -133,3 +133,31 @@ def test_bootstrap_weights_equal_materialised_resamples(method: str) -> None:
         a, b = x[np.ix_(d, d)][keep], y[np.ix_(d, d)][keep]
         expected = test(a, b)[0] if len(set(d)) >= 3 else np.nan
         assert value == pytest.approx(expected, abs=1e-10, nan_ok=True)
+
+
+def test_exact_pairs_tie_whatever_their_rounding_noise() -> None:
+    """Pairs at rounding level (1e-16 to 1e-7 of the largest value) are exact: two draws of that
+    noise, and the same pairs at exactly 0, give the same Table 1 record (scipy's Spearman on the
+    zeroed values is the independent reference); values above the floor are left as they are."""
+    rng = np.random.default_rng(11)
+    names = [f"e{k}" for k in range(6)]
+    x, y = planted(rng, 6)
+    exact = np.zeros((6, 6), dtype=bool)
+    exact[[0, 1, 2, 3], [1, 0, 3, 2]] = True  # two pairs of copies, both directions
+    zeroed_x, zeroed_y = np.where(exact, 0.0, x), np.where(exact, 0.0, y)
+    records = []
+    for draw in range(2):
+        noise = np.random.default_rng(draw).uniform(1e-16, 1e-7, (2, 6, 6))
+        noisy_x, noisy_y = np.where(exact, noise[0] * x.max(), x), np.where(exact, noise[1] * y.max(), y)
+        records.append(stats.full_correlation(pd.DataFrame(noisy_x, names, names), pd.DataFrame(noisy_y, names, names),
+                                              n_permutations=2_000, n_bootstrap=100))
+    assert records[0] == records[1]
+    off = ~np.eye(6, dtype=bool)
+    rho = sps.spearmanr(zeroed_x[off], zeroed_y[off])[0]
+    assert records[0][0]["estimate"] == pytest.approx(rho, abs=1e-12)
+    # the floor is relative to the largest value: a small real value (2e-6 of it) is not an exact pair
+    small = x.copy()
+    small[4, 5] = 2e-6 * x.max()
+    np.testing.assert_array_equal(stats.tie_exact_pairs(small), small)
+    tied = stats.tie_exact_pairs(np.where(exact, 5e-7 * x.max(), x))
+    np.testing.assert_array_equal(tied, zeroed_x)

@@ -147,7 +147,9 @@ def regression_fit(intrinsic: pd.DataFrame, extrinsic: pd.DataFrame, group: Sequ
     ``slope_p`` is the classical t-test (independent pairs); ``slope_p_permutation`` the Mantel p of
     Pearson r, which is the same test of a zero slope without the independence assumption.
     """
-    x_m, y_m = stats.group_matrix(intrinsic, group), stats.group_matrix(extrinsic, group)
+    # exact pairs tie at 0, as in Table 1 (stats.tie_exact_pairs)
+    x_m = stats.tie_exact_pairs(stats.group_matrix(intrinsic, group))
+    y_m = stats.tie_exact_pairs(stats.group_matrix(extrinsic, group))
     x, y = stats.off_diagonal(x_m), stats.off_diagonal(y_m)
     if len(x) < 3 or np.ptp(x) == 0:
         nan = float("nan")
