@@ -35,7 +35,9 @@ def check(config: dict[str, Any], schema_path: Path) -> dict[str, Any]:
 
 def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
     config = check(base_config(tiny_models), schema_path)
-    assert config["embedding"] == {"pooling": "mean", "max_length": 128, "batch_size": 64, "storage_dtype": "float32"}
+    assert config["embedding"] == {"pooling": "mean", "max_length": 128, "batch_size": 64, "storage_dtype": "float32",
+                                   "threads": 2}
+    assert config["intrinsic"]["threads"] == 2  # the jobs' threads before the key existed
     assert config["tasks"]["s"]["n_train"] == 2000 and config["device"] == "auto"
     assert config["intrinsic"]["rank_tolerance_multiplier"] == 5
     # the default selection is what Table 1 and the figures need; d_lin is opt-in
