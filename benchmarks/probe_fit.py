@@ -8,6 +8,11 @@ derived encoder of one task there), else a synthetic stand-in of the demo's size
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/probe_fit.py --run results/demo --task sentiment
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/probe_fit.py            # synthetic, N = 2,000, D = 384
+
+``--stability`` instead fits each task probe (``fit_softmax_probe``, the whole grid and refit) three
+ways: as it is, with the embeddings multiplied by ``1 + 1e-7 eps`` (eps standard normal, seed 0),
+and with 2 BLAS threads instead of 1; it prints whether the chosen l2 agrees and the largest change
+of the probe's class probabilities on the training rows.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import pandas as pd
 import torch
 
 from affine_homotopy.io import read_embeddings, read_json
-from affine_homotopy.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise
+from affine_homotopy.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise, fit_softmax_probe
 
 GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 
@@ -59,6 +64,36 @@ def cpu_seconds(function):
     return result, time.process_time() - start
 
 
+def stability(args: argparse.Namespace) -> None:
+    from threadpoolctl import threadpool_limits
+
+    jitter_rng = np.random.default_rng(0)
+    worst = {"jitter": 0.0, "threads": 0.0}
+    flips = {"jitter": 0, "threads": 0}
+    fits = 0
+    print(f"{'encoder':<16}{'layer':<8}{'l2':>8}{'jitter: l2, max |dp|':>24}{'2 threads: l2, max |dp|':>27}")
+    for encoder, layer, X, y in problems(args):
+        n_classes = int(y.max()) + 1
+        with threadpool_limits(1):
+            base = fit_softmax_probe(X, y, n_classes, GRID, args.validation_fraction, args.max_iter)
+            jittered_X = X * (1 + 1e-7 * jitter_rng.standard_normal(X.shape))
+            jittered = fit_softmax_probe(jittered_X, y, n_classes, GRID, args.validation_fraction, args.max_iter)
+        with threadpool_limits(2):
+            threaded = fit_softmax_probe(X, y, n_classes, GRID, args.validation_fraction, args.max_iter)
+        reference = base.predict_proba(X)
+        cells = []
+        for name, other in (("jitter", jittered), ("threads", threaded)):
+            change = float(np.abs(other.predict_proba(X) - reference).max())
+            worst[name] = max(worst[name], change)
+            flips[name] += other.l2 != base.l2
+            cells.append(f"{other.l2:g}, {change:.1e}")
+        fits += 1
+        print(f"{encoder:<16}{layer:<8}{base.l2:>8g}{cells[0]:>24}{cells[1]:>27}")
+    print(f"\n{fits} task probes: chosen l2 differs under jitter on {flips['jitter']}, under 2 threads on "
+          f"{flips['threads']}; largest change of a class probability {worst['jitter']:.1e} (jitter), "
+          f"{worst['threads']:.1e} (2 threads)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", help="a finished run's results folder (default: synthetic data)")
@@ -66,8 +101,12 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=3, help="the first LAYERS layers of each encoder")
     parser.add_argument("--max-iter", type=int, default=500)
     parser.add_argument("--validation-fraction", type=float, default=0.2)
+    parser.add_argument("--stability", action="store_true", help="the task probe under jitter and 2 threads")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.stability:
+        stability(args)
+        return
     print(f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}; "
           f"1 torch thread, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}; "
           f"load average {os.getloadavg()[0]:.2f}; max_iter {args.max_iter}, grid {GRID}")

@@ -113,7 +113,7 @@ def _lbfgs_softmax(
 
     Returns ``weight`` (D, C), ``bias`` (C,) and the iteration count. Numpy in float64 on the CPU:
     a single task probe is a small problem, where PyTorch's per-step overhead (autograd, the
-    Python-level two-loop recursion) cost 3-4x the whole fit (``benchmarks/probe_fit.py``).
+    Python-level two-loop recursion) made the fit 3-4x dearer (``benchmarks/probe_fit.py``).
     """
     n, dim = Z.shape
     one_hot = np.zeros((n, n_classes))
