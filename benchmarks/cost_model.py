@@ -23,8 +23,8 @@ machine, thread count and load average.
 
 ``fit`` fits ``seconds = a (N / 10,000)^alpha (D / 384)^beta`` per stage (log-log least squares
 over N at D = 384; beta from the D = 768 points) and prints the coefficients for
-``affine_homotopy.cost.STAGE_COSTS``. ``project`` prints, for a config, the projected CPU hours per
-rule, the total and the dominant stage (:func:`affine_homotopy.cost.project`), on one core and
+``affine_homotopy.jobs.cost.STAGE_COSTS``. ``project`` prints, for a config, the projected CPU hours per
+rule, the total and the dominant stage (:func:`affine_homotopy.jobs.cost.project`), on one core and
 on ``--cores`` cores. ``compare`` puts the projection of a config beside the CPU seconds its
 finished run logged (``results/<run>/logs/<rule>/*.log``, "done in ... (CPU ... s")). ``speedup``
 runs the extrinsic stage three ways (the local estimator without and with its two exact speed-ups,
@@ -69,8 +69,8 @@ def cpu_seconds(function):
 
 def measure_solver(reps: list[np.ndarray]) -> dict[str, tuple[float, int, str]]:
     """Per-unit CPU seconds of the factorisation and the d_aff solver alone (``measure --only-solver``)."""
-    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
-    from affine_homotopy.linalg import factorise
+    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.linalg import factorise
 
     k = len(reps)
     pairs = k * (k - 1)
@@ -88,10 +88,10 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
                 search: bool = True) -> dict[str, tuple[float, int, str]]:
     """Per-unit CPU seconds of every stage on ``reps`` (K encoders of N rows): stage -> (seconds, units, unit).
     ``only_extrinsic``: the probes and the extrinsic stages only (d_aff is solved for its maps, not recorded)."""
-    from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances
-    from affine_homotopy.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
-    from affine_homotopy.linalg import factorise
-    from affine_homotopy.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
+    from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
+    from affine_homotopy.core.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.linalg import factorise
+    from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
 
     k, n = len(reps), reps[0].shape[0]
     pairs = k * (k - 1)
@@ -235,7 +235,7 @@ FORMER_ESTIMATOR_UNTIL = "2026-11-30"
 
 
 def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
-    from affine_homotopy.cost import STAGE_COSTS, fit_stage
+    from affine_homotopy.jobs.cost import STAGE_COSTS, fit_stage
 
     # the latest measurement of each (stage, N, D, K) counts (a re-measured stage replaces its old rows)
     latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements()}
@@ -262,7 +262,7 @@ def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]
     if ("d_aff", 6) in k_rows and ("d_aff", 3) in k_rows:
         say(f"K check (N = 2,000): d_aff per pair at K = 6 / K = 3 = {k_rows[('d_aff', 6)] / k_rows[('d_aff', 3)]:.2f} "
             "(1 = per-pair cost independent of K, so a job grows as K (K - 1))")
-    say("\nfor affine_homotopy.cost.STAGE_COSTS:")
+    say("\nfor affine_homotopy.jobs.cost.STAGE_COSTS:")
     for stage, (a, alpha, beta, _) in fitted.items():
         say(f'    "{stage}": StageCost({a:.3g}, {alpha:.2f}, {beta:.2f}, "{STAGE_COSTS[stage].unit}"),')
     return fitted
@@ -273,20 +273,20 @@ def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]
 
 
 def study_projection(configfile: str):
-    from affine_homotopy.resources import study_projection as projection_of
+    from affine_homotopy.jobs.resources import study_projection as projection_of
 
-    from affine_homotopy.config import check_config
+    from affine_homotopy.study.validation import check_config
 
     config = check_config(__import__("yaml").safe_load(open(configfile)), ROOT / "workflow/schemas/config.schema.yaml")
     return config, projection_of(config)
 
 
 def project(args: argparse.Namespace) -> None:
-    from affine_homotopy.cost import STAGE_COSTS
+    from affine_homotopy.jobs.cost import STAGE_COSTS
 
-    from affine_homotopy.config import extrinsic_layers
-    from affine_homotopy.layers import layer_labels, layer_positions
-    from affine_homotopy.measures import extrinsic_selection
+    from affine_homotopy.study.validation import extrinsic_layers
+    from affine_homotopy.study.layers import layer_labels, layer_positions
+    from affine_homotopy.core.measures import extrinsic_selection
 
     config, projection = study_projection(args.configfile)
     say(f"config {args.configfile}: {len(config['encoders'])} encoders, tasks {list(config['tasks'])}, "
@@ -303,7 +303,7 @@ def project(args: argparse.Namespace) -> None:
                                           sorted(projection.stages.items(), key=lambda kv: -kv[1]) if v))
     say(f"dominant stage: {projection.dominant_stage} (per {STAGE_COSTS[projection.dominant_stage].unit})")
     if args.task:
-        from affine_homotopy.resources import study_projection as projection_of
+        from affine_homotopy.jobs.resources import study_projection as projection_of
 
         single = dict(config)
         single["tasks"] = {args.task: config["tasks"][args.task]}
@@ -323,9 +323,9 @@ def speedup(args: argparse.Namespace) -> None:
     round), and the certified two-class solver (the default)."""
     from dataclasses import replace
 
-    from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances
-    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
-    from affine_homotopy.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
+    from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
+    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
     from intrinsic_benchmark import minilm_embeddings
 
     torch.set_num_threads(1)

@@ -32,10 +32,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from affine_homotopy.config import check_config  # noqa: E402
-from affine_homotopy.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic  # noqa: E402
-from affine_homotopy.io import read_embeddings  # noqa: E402
-from affine_homotopy.layers import layer_label  # noqa: E402
+from affine_homotopy.study.validation import check_config  # noqa: E402
+from affine_homotopy.core.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.jobs.io import read_embeddings  # noqa: E402
+from affine_homotopy.study.layers import layer_label  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -35,10 +35,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
-from affine_homotopy.io import read_embeddings  # noqa: E402
-from affine_homotopy.layers import layer_label  # noqa: E402
-from affine_homotopy.linalg import DTYPES  # noqa: E402
+from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.jobs.io import read_embeddings  # noqa: E402
+from affine_homotopy.study.layers import layer_label  # noqa: E402
+from affine_homotopy.core.linalg import DTYPES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
@@ -55,9 +55,9 @@ def built_embeddings(config: dict, task: str) -> dict[str, np.ndarray]:
     if path.is_file():
         with np.load(path) as data:
             return {name: data[name] for name in config["encoders"]}
-    from affine_homotopy import synthetic
-    from affine_homotopy.derived import derive
-    from affine_homotopy.encoders import embed_texts, load_encoder
+    from affine_homotopy.models import synthetic
+    from affine_homotopy.models.derived import derive
+    from affine_homotopy.models.encoders import embed_texts, load_encoder
 
     spec = config["tasks"][task]
     if spec["source"] != "synthetic":

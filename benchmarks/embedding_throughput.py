@@ -37,11 +37,11 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from affine_homotopy.config import load_config
-    from affine_homotopy.encoders import embed_texts, load_encoder
-    from affine_homotopy.layers import layer_positions, resolve_layers
-    from affine_homotopy.resources import task_size
-    from affine_homotopy.tasks import load_task_split
+    from affine_homotopy.study.validation import load_config
+    from affine_homotopy.models.encoders import embed_texts, load_encoder
+    from affine_homotopy.study.layers import layer_positions, resolve_layers
+    from affine_homotopy.jobs.resources import task_size
+    from affine_homotopy.models.task_data import load_task_split
 
     os.chdir(REPO)  # the config's relative paths (GLUE folder, resources/) are relative to the repository root
     logging.basicConfig(level=logging.WARNING)

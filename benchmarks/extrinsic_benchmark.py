@@ -1,4 +1,4 @@
-"""Benchmark of the extrinsic engine (:mod:`affine_homotopy.extrinsic`) against the paper's protocol.
+"""Benchmark of the extrinsic engine (:mod:`affine_homotopy.core.extrinsic`) against the paper's protocol.
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
@@ -14,7 +14,7 @@ Ours: ``extrinsic_distances`` with the solver weights of ``pairwise_intrinsic`` 
 is printed apart: the workflow computes it once for d_aff). d_psi time per pair = the d_psi run
 (no random classifiers) / number of pairs. d_worst: 100 random-label probes per encoder fitted as
 one multi-head problem by the paper's protocol (the workflow's default,
-:func:`affine_homotopy.probes.fit_random_probes_sgd`), then the d_worst run without the
+:func:`affine_homotopy.core.probes.fit_random_probes_sgd`), then the d_worst run without the
 worst-case search (paper-style d_worst); time = both.
 
 Theirs (Appendix F, re-implemented): per classifier and pair, an affine map ``torch.nn.Linear``
@@ -45,11 +45,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from affine_homotopy.encoders import embed_texts, load_encoder  # noqa: E402
-from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances, lemma_bound  # noqa: E402
-from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
-from affine_homotopy.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels  # noqa: E402
-from affine_homotopy.tasks import read_glue_tsv  # noqa: E402
+from affine_homotopy.models.encoders import embed_texts, load_encoder  # noqa: E402
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, lemma_bound  # noqa: E402
+from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels  # noqa: E402
+from affine_homotopy.models.task_data import read_glue_tsv  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_GLUE_DIR = REPOSITORY.parent / "shared" / "glue"

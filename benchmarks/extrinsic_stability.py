@@ -2,7 +2,7 @@
 
 For every (task, layer) of a finished run (or those given), this loads the extrinsic job's inputs
 (embeddings, probe files, ``d_aff`` and its solver weights) and runs
-:func:`affine_homotopy.extrinsic.extrinsic_distances` three times with the study's settings:
+:func:`affine_homotopy.core.extrinsic.extrinsic_distances` three times with the study's settings:
 
 * **base**: as it is, with ``--threads`` torch threads (default 1);
 * **jitter**: every embedding multiplied by ``1 + 1e-7 eps`` (eps standard normal, one draw per
@@ -37,10 +37,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from affine_homotopy.config import load_config  # noqa: E402
-from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances  # noqa: E402
-from affine_homotopy.io import read_embeddings, read_matrix  # noqa: E402
-from affine_homotopy.probes import load_probe_file  # noqa: E402
+from affine_homotopy.study.validation import load_config  # noqa: E402
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances  # noqa: E402
+from affine_homotopy.jobs.io import read_embeddings, read_matrix  # noqa: E402
+from affine_homotopy.jobs.probe_files import load_probe_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURES = ("d_psi", "d_worst", "d_worst_search")

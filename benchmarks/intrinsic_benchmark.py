@@ -1,4 +1,4 @@
-"""Benchmark of the all-pairs intrinsic engine (:mod:`affine_homotopy.intrinsic`).
+"""Benchmark of the all-pairs intrinsic engine (:mod:`affine_homotopy.core.intrinsic`).
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
@@ -84,13 +84,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from affine_homotopy.intrinsic import (  # noqa: E402
+from affine_homotopy.core.intrinsic import (  # noqa: E402
     SolverSettings,
     factorise,
     minimax_fit,
     pairwise_intrinsic,
 )
-from affine_homotopy.linalg import FLOAT32_EPS  # noqa: E402
+from affine_homotopy.core.linalg import FLOAT32_EPS  # noqa: E402
 
 SEED = 42
 ENGINE_MEASURES = ("d_aff_ls", "procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")
@@ -507,7 +507,7 @@ def minilm_embeddings(path: Path, count: int, layers: Sequence[int]) -> tuple[np
     path = CACHE_DIR / f"sst2_minilm_n{count}_{key}.npy"
     if path.is_file():
         return np.load(path), 0.0, True
-    from affine_homotopy.encoders import embed_texts, load_encoder
+    from affine_homotopy.models.encoders import embed_texts, load_encoder
 
     tick = time.perf_counter()
     encoder = load_encoder("all-MiniLM-L6-v2", MINILM_SPEC)

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from affine_homotopy.io import read_embeddings, read_json
-from affine_homotopy.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise, fit_softmax_probe
+from affine_homotopy.jobs.io import read_embeddings, read_json
+from affine_homotopy.core.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise, fit_softmax_probe
 
 GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 

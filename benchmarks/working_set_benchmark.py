@@ -38,8 +38,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from affine_homotopy import minimax  # noqa: E402
-from affine_homotopy.linalg import factorise, float32_floor  # noqa: E402
+from affine_homotopy.core import minimax  # noqa: E402
+from affine_homotopy.core.linalg import factorise, float32_floor  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_GLUE_DIR = REPO.parent / "shared" / "glue"

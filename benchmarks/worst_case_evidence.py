@@ -51,19 +51,19 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from affine_homotopy import stats  # noqa: E402
-from affine_homotopy.derived import derive  # noqa: E402
-from affine_homotopy.encoders import embed_texts, load_encoder  # noqa: E402
-from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances, worst_case_summary  # noqa: E402
-from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
-from affine_homotopy.probes import (  # noqa: E402
+from affine_homotopy.core import stats  # noqa: E402
+from affine_homotopy.models.derived import derive  # noqa: E402
+from affine_homotopy.models.encoders import embed_texts, load_encoder  # noqa: E402
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, worst_case_summary  # noqa: E402
+from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.probes import (  # noqa: E402
     fit_random_probes_sgd,
     fit_softmax_probe,
     fit_softmax_probes,
     random_labels,
 )
-from affine_homotopy.synthetic import make_sentiment_task  # noqa: E402
-from affine_homotopy.tasks import read_glue_tsv  # noqa: E402
+from affine_homotopy.models.synthetic import make_sentiment_task  # noqa: E402
+from affine_homotopy.models.task_data import read_glue_tsv  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 DEFAULT_GLUE_DIR = REPOSITORY.parent / "shared" / "glue"
@@ -120,7 +120,7 @@ def real_models_setting(results: Path) -> tuple[str, list[str], list[np.ndarray]
     """RTE at each model's last layer from a run of config/real_models.yaml, or None when absent."""
     import pandas as pd
 
-    from affine_homotopy.io import read_embeddings
+    from affine_homotopy.jobs.io import read_embeddings
 
     paths = [results / "embeddings" / name / "rte" / "train.npy" for name in REAL_MODELS]
     table = results / "data" / "rte" / "train.parquet"

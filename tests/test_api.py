@@ -1,8 +1,8 @@
 """The public API (affine_homotopy.api): each function equals the workflow engine's value for the same
 pair, follows the tables' direction (row mapped onto column), and rejects bad input by name.
 
-The engine values come from :func:`affine_homotopy.intrinsic.pairwise_intrinsic` and
-:func:`affine_homotopy.extrinsic.extrinsic_distances` on all encoders at once (as the workflow calls
+The engine values come from :func:`affine_homotopy.core.intrinsic.pairwise_intrinsic` and
+:func:`affine_homotopy.core.extrinsic.extrinsic_distances` on all encoders at once (as the workflow calls
 them); the API computes one pair at a time.
 """
 
@@ -17,9 +17,9 @@ import torch
 
 import affine_homotopy as ah
 from affine_homotopy.errors import ConvergenceWarning, UpcastWarning
-from affine_homotopy.extrinsic import extrinsic_distances
-from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
-from affine_homotopy.probes import SoftmaxProbe
+from affine_homotopy.core.extrinsic import extrinsic_distances
+from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+from affine_homotopy.core.probes import SoftmaxProbe
 
 N = 120
 TOL = 1e-6
@@ -113,7 +113,7 @@ def test_d_aff_result_is_a_certified_interval_and_its_map_attains_it(encoders) -
 
 
 def test_the_solver_choice_reaches_the_engine(encoders) -> None:
-    from affine_homotopy.minimax import SOLVERS
+    from affine_homotopy.core.minimax import SOLVERS
 
     x, y = encoders["x"], encoders["y"]
     for solver in SOLVERS:
@@ -234,7 +234,7 @@ def test_importing_the_package_stays_light() -> None:
 
 def test_a_single_pair_solves_only_that_pair(encoders, monkeypatch) -> None:
     """d_aff(X, Y) runs the solver on X -> Y only (never Y -> X), and equals the all-pairs engine's cell."""
-    from affine_homotopy import minimax
+    from affine_homotopy.core import minimax
 
     calls = []
     original = minimax.minimax_fit
@@ -243,7 +243,7 @@ def test_a_single_pair_solves_only_that_pair(encoders, monkeypatch) -> None:
         calls.append((tuple(design.shape), tuple(targets.shape)))
         return original(design, targets, *args, **kwargs)
 
-    monkeypatch.setattr("affine_homotopy.intrinsic.minimax_fit", counting)
+    monkeypatch.setattr("affine_homotopy.core.intrinsic.minimax_fit", counting)
     x, y = encoders["x"], encoders["y"]
     result = ah.d_aff(x, y, TOL, MAX_ITER)
     assert len(calls) == 1 and calls[0][1][0] == 1  # one solve of one target
@@ -341,7 +341,7 @@ def test_probes_are_oriented_by_their_type(encoders) -> None:
 def test_symmetric_measures_of_the_registry_are_symmetric(encoders) -> None:
     """The registry's `symmetric` flag is an invariance of the values: symmetric measures give the same
     value both ways on every pair, the others differ on some pair of these encoders."""
-    from affine_homotopy.measures import MEASURES as RECORDS
+    from affine_homotopy.core.measures import MEASURES as RECORDS
 
     tables = ah.pairwise(encoders, [m for m in ah.MEASURES if m not in ("d_lin",)], tol=1e-3)
     for name, table in tables.items():

@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from affine_homotopy import probes, runner
+from affine_homotopy.core import probes
+
+from affine_homotopy.jobs import runner
 
 
 @pytest.fixture(scope="module")

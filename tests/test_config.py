@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from affine_homotopy.config import check_config
+from affine_homotopy.study.validation import check_config
 from affine_homotopy.errors import ConfigError, StagingError
-from affine_homotopy.encoders import load_encoder
-from affine_homotopy.measures import stage_outputs
+from affine_homotopy.models.encoders import load_encoder
+from affine_homotopy.core.measures import stage_outputs
 
 from .conftest import REPO
 
@@ -41,7 +41,7 @@ def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
     assert config["tasks"]["s"]["n_train"] == 2000 and config["device"] == "auto"
     assert config["intrinsic"]["rank_tolerance_multiplier"] == 5
     # the default selection is what Table 1 and the figures need; d_lin is opt-in
-    from affine_homotopy.measures import DEFAULT_SELECTION
+    from affine_homotopy.core.measures import DEFAULT_SELECTION
 
     assert config["intrinsic"]["measures"] == list(DEFAULT_SELECTION) and "d_lin" not in DEFAULT_SELECTION
     assert set(config["analysis"]["intrinsic_measures"]) <= set(stage_outputs(config["intrinsic"]["measures"]))
@@ -130,8 +130,8 @@ def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None
 def test_extrinsic_selection_and_layers(tiny_models, schema_path) -> None:
     """The defaults (d_psi and d_worst at every layer, the table layer the last) and the labels of a
     chosen set of layers: in the order of `layers`, written as positions or labels."""
-    from affine_homotopy.config import extrinsic_layers, table_layer
-    from affine_homotopy.measures import EXTRINSIC_DEFAULT_SELECTION, extrinsic_outputs, extrinsic_selection
+    from affine_homotopy.study.validation import extrinsic_layers, table_layer
+    from affine_homotopy.core.measures import EXTRINSIC_DEFAULT_SELECTION, extrinsic_outputs, extrinsic_selection
 
     config = check(base_config(tiny_models), schema_path)
     assert config["extrinsic"]["measures"] == list(EXTRINSIC_DEFAULT_SELECTION) == ["d_psi", "d_worst"]
@@ -154,7 +154,7 @@ def test_extrinsic_selection_and_layers(tiny_models, schema_path) -> None:
 
 
 def test_random_probes_are_fitted_only_for_d_worst(tiny_models, schema_path) -> None:
-    from affine_homotopy.measures import random_classifiers_needed
+    from affine_homotopy.core.measures import random_classifiers_needed
 
     raw = base_config(tiny_models)
     raw["extrinsic"] = {"n_random_classifiers": 7}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from affine_homotopy.config import check_config, load_config
+from affine_homotopy.study.validation import check_config, load_config
 from affine_homotopy.errors import ConfigError
 
 from .conftest import SCHEMA
@@ -126,7 +126,7 @@ def test_the_rank_deficiency_group_expands_families_and_defaults_to_the_models(t
     config["encoder_families"] = {"fam": {"source": "hf", "model": "no-such-org/m-{seed}", "seed": [1, 2]}}
     config["analysis"] = {"rank_deficiency": {"group": ["b", "fam"]}}
     assert check(config)["analysis"]["rank_deficiency"]["group"] == ["b", "fam_1", "fam_2"]
-    from affine_homotopy.config import rank_deficiency_group
+    from affine_homotopy.study.validation import rank_deficiency_group
 
     default = check(base(tiny_models))
     assert default["analysis"]["rank_deficiency"]["group"] is None

@@ -1,4 +1,4 @@
-"""The cost model's fit and projection (affine_homotopy.cost): exact properties on synthetic timings,
+"""The cost model's fit and projection (affine_homotopy.jobs.cost): exact properties on synthetic timings,
 not the timings themselves."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from affine_homotopy.cost import D_REF, MEASURED_SETTINGS, N_REF, STAGE_COSTS, StageCost, fit_stage, project
-from affine_homotopy.measures import EXTRINSIC_MEASURES
+from affine_homotopy.jobs.cost import D_REF, MEASURED_SETTINGS, N_REF, STAGE_COSTS, StageCost, fit_stage, project
+from affine_homotopy.core.measures import EXTRINSIC_MEASURES
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
 
@@ -31,7 +31,7 @@ def test_fit_recovers_known_exponents() -> None:
 
 @pytest.fixture(scope="module")
 def paper_config() -> dict:
-    from affine_homotopy.config import check_config
+    from affine_homotopy.study.validation import check_config
 
     with open("config/paper.yaml") as handle:
         return check_config(yaml.safe_load(handle), SCHEMA)
@@ -142,7 +142,7 @@ def test_the_probe_and_extrinsic_rules_run_at_the_extrinsic_layers(paper_config,
 
 def test_study_projection_runs_the_extrinsic_rules_at_the_extrinsic_layers(paper_config) -> None:
     """The start-up projection of a config: probe and extrinsic rules at extrinsic.layers only."""
-    from affine_homotopy.resources import study_projection
+    from affine_homotopy.jobs.resources import study_projection
 
     config = copy.deepcopy(paper_config)
     config["extrinsic"]["layers"] = None
@@ -163,7 +163,7 @@ def test_stage_cost_formula() -> None:
 
 
 def test_start_up_estimate_reports_the_projection(paper_config) -> None:
-    from affine_homotopy.resources import study_estimate
+    from affine_homotopy.jobs.resources import study_estimate
 
     estimate = study_estimate(paper_config)
     projection = estimate["projection"]

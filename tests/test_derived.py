@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from affine_homotopy.derived import derive, gaussian_noise, random_affine, svd_truncate
-from affine_homotopy.linalg import rms
+from affine_homotopy.models.derived import derive, gaussian_noise, random_affine, svd_truncate
+from affine_homotopy.core.linalg import rms
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from affine_homotopy.linalg import select_device
+from affine_homotopy.jobs.devices import select_device
 
 
 @pytest.fixture(params=[True, False], ids=["cuda-visible", "no-cuda"])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from affine_homotopy.errors import ConfigError, NumericalError
-from affine_homotopy.encoders import check_finite, embed_texts, load_encoder
+from affine_homotopy.models.encoders import check_finite, embed_texts, load_encoder
 
 TEXTS_A = ["the film was good", "a very very dull and boring plot that would not end", "no", "she said it was great"]
 TEXTS_B = ["the movie was great", "the plot was dull", "yes", "he said it was bad"]
@@ -121,7 +121,7 @@ def test_left_padded_bert_and_roberta_keep_their_positions(tiny_models, tmp_path
 
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_pooling_locates_the_real_tokens_from_the_mask(side) -> None:
-    from affine_homotopy.encoders import pool
+    from affine_homotopy.models.encoders import pool
 
     lengths = [4, 1, 3]
     width = max(lengths)
@@ -164,7 +164,7 @@ def test_trust_remote_code_is_off_unless_the_encoder_turns_it_on(tiny_models, tm
     spec = {"source": "path", "path": str(folder)}
     with pytest.raises(ConfigError, match=r"'encoders\.custom\.trust_remote_code' is off"):
         load_encoder("custom", spec)
-    with caplog.at_level("WARNING", logger="affine_homotopy.encoders"):
+    with caplog.at_level("WARNING", logger="affine_homotopy.models.encoders"):
         encoder = load_encoder("custom", {**spec, "trust_remote_code": True})
     assert type(encoder.model).__name__ == "TinyCustomModel"  # the folder's own code ran
     assert "encoder 'custom': trust_remote_code is on" in caplog.text

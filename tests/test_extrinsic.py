@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from affine_homotopy.derived import random_affine, svd_truncate
-from affine_homotopy.extrinsic import (
+from affine_homotopy.models.derived import random_affine, svd_truncate
+from affine_homotopy.core.extrinsic import (
     ExtrinsicSettings,
     extrinsic_distances,
     fixed_classifier_distances,
@@ -18,8 +18,8 @@ from affine_homotopy.extrinsic import (
     softmax_lipschitz,
     tightness_summary,
 )
-from affine_homotopy.intrinsic import SolverSettings, affine_map, pairwise_intrinsic
-from affine_homotopy.probes import fit_softmax_probe, fit_softmax_probes, random_labels, softmax
+from affine_homotopy.core.intrinsic import SolverSettings, affine_map, pairwise_intrinsic
+from affine_homotopy.core.probes import fit_softmax_probe, fit_softmax_probes, random_labels, softmax
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,7 @@ def test_deterministic(study, task) -> None:
 def worst(study, task):
     """Random-label probes by the paper's SGD protocol, the search with aimed classifiers and ascent
     steps, and d_aff so that every evaluated classifier is checked against its own bound."""
-    from affine_homotopy.probes import fit_random_probes_sgd
+    from affine_homotopy.core.probes import fit_random_probes_sgd
 
     reps, probes, intrinsic, _ = study
     randoms = [fit_random_probes_sgd(r, random_labels(len(task[1]), 2, range(4)), 2, epochs=5) for r in reps]
@@ -196,11 +196,11 @@ def test_search_beats_flat_random_probes(task) -> None:
 
 
 def test_no_random_classifiers_search_starts_from_the_task_probe(study, caplog) -> None:
-    from affine_homotopy.probes import ProbeSet
+    from affine_homotopy.core.probes import ProbeSet
 
     reps, probes, intrinsic, _ = study
     empty = [ProbeSet(np.zeros((0, r.shape[1], 2)), np.zeros((0, 2)), 0.0, 0) for r in reps]
-    with caplog.at_level("INFO", logger="affine_homotopy.extrinsic"):
+    with caplog.at_level("INFO", logger="affine_homotopy.core.extrinsic"):
         result = extrinsic_distances(reps[2:], probes[2:], None, intrinsic.weights[2:, 2:], empty[2:],
                                      ExtrinsicSettings(search_steps=1, search_candidates=2),
                                      intrinsic.matrices["d_aff"][2:, 2:])
@@ -224,14 +224,14 @@ def test_configured_radius_bounds_every_classifier(worst) -> None:
 
 
 def test_overflowing_classifier_is_skipped_and_counted(study, task, caplog) -> None:
-    from affine_homotopy.probes import ProbeSet
+    from affine_homotopy.core.probes import ProbeSet
 
     reps, probes, intrinsic, _ = study
     randoms = [fit_softmax_probes(r, random_labels(len(task[1]), 2, range(2)), 2, 1e-2) for r in reps]
     huge = randoms[1]
     randoms[1] = ProbeSet(np.concatenate([huge.weight, np.full((1, *huge.weight.shape[1:]), 1e308)]),
                           np.concatenate([huge.bias, np.zeros((1, 2))]), huge.l2, 0)
-    with caplog.at_level("WARNING", logger="affine_homotopy.extrinsic"):
+    with caplog.at_level("WARNING", logger="affine_homotopy.core.extrinsic"):
         result = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms,
                                      ExtrinsicSettings(search_steps=1, search_candidates=1), intrinsic.matrices["d_aff"])
     assert "1 of 3 random classifiers skipped" in caplog.text
@@ -244,7 +244,7 @@ def test_overflowing_classifier_is_skipped_and_counted(study, task, caplog) -> N
 
 def test_every_classifier_is_checked_against_its_own_bound() -> None:
     """The per-classifier check: d_k <= c ||W_k|| d_aff, with the rebuilt map's residual where it is larger."""
-    from affine_homotopy.extrinsic.bounds import LemmaCheck
+    from affine_homotopy.core.extrinsic.bounds import LemmaCheck
 
     d_aff = np.array([[0.0, 0.1], [0.2, 0.0]])
     scale = np.array([1.0, 1.0])
@@ -269,9 +269,9 @@ def test_every_classifier_is_checked_against_its_own_bound() -> None:
 def test_identical_encoders_meet_the_bound_at_the_rank_rules_tail() -> None:
     """Two copies of one encoder whose rank rule discards a small tail: d_aff is 0 on the truncated
     target, d_psi is at most c ||W|| tail, and the Lemma 5.2 check accepts it (no NumericalError)."""
-    from affine_homotopy.extrinsic import check_bounds, extrinsic_distances, lemma_bound
-    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
-    from affine_homotopy.linalg import factorise
+    from affine_homotopy.core.extrinsic import check_bounds, extrinsic_distances, lemma_bound
+    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.linalg import factorise
 
     rng = np.random.default_rng(3)
     n = 300
@@ -295,7 +295,7 @@ def test_identical_encoders_meet_the_bound_at_the_rank_rules_tail() -> None:
 def test_a_broken_bound_is_a_numerical_error(worst) -> None:
     """check_bounds (run by the extrinsic job before it writes anything) raises on any violation."""
     from affine_homotopy.errors import NumericalError
-    from affine_homotopy.extrinsic import check_bounds
+    from affine_homotopy.core.extrinsic import check_bounds
 
     _, probes, _, intrinsic, result = worst
     bound = lemma_bound(probes, intrinsic.matrices["d_aff"])
@@ -314,12 +314,12 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
 
     import torch
 
-    from affine_homotopy.extrinsic import ExtrinsicSettings
-    from affine_homotopy.extrinsic.fixed import FixedClassifierSolver
-    from affine_homotopy.extrinsic.local import logits_of
-    from affine_homotopy.extrinsic.maps import PairMaps
-    from affine_homotopy.extrinsic.search import Classifiers, WorstCaseSearch
-    from affine_homotopy.linalg import factorise
+    from affine_homotopy.core.extrinsic import ExtrinsicSettings
+    from affine_homotopy.core.extrinsic.fixed import FixedClassifierSolver
+    from affine_homotopy.core.extrinsic.local import logits_of
+    from affine_homotopy.core.extrinsic.maps import PairMaps
+    from affine_homotopy.core.extrinsic.search import Classifiers, WorstCaseSearch
+    from affine_homotopy.core.linalg import factorise
 
     rng = np.random.default_rng(4)
     n = 120
@@ -367,7 +367,7 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
 def test_projection_onto_the_spectral_ball() -> None:
     import torch
 
-    from affine_homotopy.extrinsic.maps import project_to_ball
+    from affine_homotopy.core.extrinsic.maps import project_to_ball
 
     rng = np.random.default_rng(5)
     W = torch.as_tensor(rng.standard_normal((3, 6, 3)))
@@ -382,7 +382,7 @@ def test_projection_onto_the_spectral_ball() -> None:
 
 
 def test_worst_case_summary_on_a_hand_made_case() -> None:
-    from affine_homotopy.extrinsic import worst_case_summary
+    from affine_homotopy.core.extrinsic import worst_case_summary
 
     d_psi = np.array([[0, 0.1, 0.0], [0.2, 0, 0.3], [0.1, 0.4, 0]])
     d_worst = np.array([[0, 0.1, 0.0], [0.3, 0, 0.3], [0.2, 0.4, 0]])
@@ -417,7 +417,7 @@ def test_speed_ups_give_the_same_values(worst) -> None:
 
 def test_soft_label_fit_stops_each_head_at_its_own_tolerance() -> None:
     """A head below the gradient tolerance leaves the loop; the others go on to theirs."""
-    from affine_homotopy.extrinsic.local import errors_of, soft_label_fit
+    from affine_homotopy.core.extrinsic.local import errors_of, soft_label_fit
 
     rng = np.random.default_rng(0)
     n, r = 200, 5

@@ -15,8 +15,8 @@ from scipy.optimize import linprog
 from scipy.special import expit
 
 from affine_homotopy.errors import NumericalError
-from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances, fixed_classifier_distances
-from affine_homotopy.probes import ProbeSet, SoftmaxProbe
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, fixed_classifier_distances
+from affine_homotopy.core.probes import ProbeSet, SoftmaxProbe
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 
@@ -128,7 +128,7 @@ def test_a_dominated_stop_decides_as_the_full_solve(name) -> None:
     """The search rejects a step whose value is at most its threshold: stopping the LPs once the upper
     bound falls there must decide every threshold as the full solve's interval does (thresholds
     around the independent optimum; without the smooth start, so that the LPs do the work)."""
-    from affine_homotopy.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
+    from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
 
     X, Y, target_probe = case(name)
     design = affine_family(X)
@@ -276,7 +276,7 @@ def three_classes():
 
 def test_multi_class_values_have_no_certificate_and_the_log_says_so_once(three_classes, caplog) -> None:
     reps, probes = three_classes
-    with caplog.at_level(logging.INFO, logger="affine_homotopy.extrinsic"):
+    with caplog.at_level(logging.INFO, logger="affine_homotopy.core.extrinsic"):
         result = fixed_classifier_distances(reps, probes)
     assert not result.certified and result.n_classes == 3
     assert np.isnan(result.d_psi_lower[0, 1]) and np.isfinite(result.d_psi[0, 1])
@@ -286,7 +286,7 @@ def test_multi_class_values_have_no_certificate_and_the_log_says_so_once(three_c
 def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatch, caplog) -> None:
     """The first refinement of every head makes no progress (as L-BFGS's line search can fail on one
     rounding of the inputs): the heads are refined again from their other starts."""
-    import affine_homotopy.extrinsic.local as local
+    import affine_homotopy.core.extrinsic.local as local
 
     reps, probes = three_classes
     reference = fixed_classifier_distances(reps, probes)
@@ -301,7 +301,7 @@ def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatc
         return original(Z, P, A, c, settings, first_step)
 
     monkeypatch.setattr(local, "refine", first_call_stalls)
-    with caplog.at_level(logging.INFO, logger="affine_homotopy.extrinsic"):
+    with caplog.at_level(logging.INFO, logger="affine_homotopy.core.extrinsic"):
         result = fixed_classifier_distances(reps, probes)
     first = result.diagnostics[0]  # the first source's refinement was the one made to stall
     assert first["mapped_from"] == "0" and first["refine_stalled"] and first["refine_restart_improved"]
@@ -354,7 +354,7 @@ def test_a_stalled_simplex_is_finished_by_the_interior_point_method(monkeypatch)
 def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:
     """lam = 2.5: the certified interval contains the optimum for softmax(lam * logits), and Lemma 5.2's
     bound is (lam / 2) ||W||_2 d_aff, computed here with numpy's spectral norm."""
-    from affine_homotopy.extrinsic import lemma_bound
+    from affine_homotopy.core.extrinsic import lemma_bound
 
     lam = 2.5
     X, Y, target_probe = case("random")
@@ -392,7 +392,7 @@ def test_splitting_random_classifiers_into_blocks_changes_nothing(small_study) -
 def selection_runs():
     """One small random problem (three encoders, two classes, 3 random classifiers each, d_aff and its
     maps), run with each extrinsic selection: the full one first."""
-    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
 
     reps, probes, randoms = three_encoders(21, 160, 6, 3)
     intrinsic = pairwise_intrinsic(reps, settings=SolverSettings(keep_weights=True, measures=("d_aff",)))
@@ -411,8 +411,8 @@ def test_an_unselected_measure_is_not_computed_and_changes_nothing_else(selectio
     declares for that selection (measures.extrinsic_outputs)."""
     import pandas as pd
 
-    from affine_homotopy.extrinsic.summary import diagnostics_frame, summary_row
-    from affine_homotopy.measures import extrinsic_outputs
+    from affine_homotopy.core.extrinsic.summary import diagnostics_frame, summary_row
+    from affine_homotopy.core.measures import extrinsic_outputs
 
     runs, d_aff = selection_runs
     full, part = runs[("d_psi", "d_worst", "d_worst_search")], runs[measures]

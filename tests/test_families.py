@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from affine_homotopy import analysis, plotting
-from affine_homotopy.config import check_config, family_members, training_dynamics_members
+from affine_homotopy.report import analysis, plotting
+from affine_homotopy.study.validation import check_config
+from affine_homotopy.study.families import family_members, training_dynamics_members
 from affine_homotopy.errors import ConfigError
 
 from .conftest import REPO

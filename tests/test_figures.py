@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from affine_homotopy import analysis, plotting
+from affine_homotopy.report import analysis, plotting
 
 from .conftest import assert_figure_drawn
 

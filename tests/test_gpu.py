@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from affine_homotopy import devices
+from affine_homotopy.jobs import devices
 from affine_homotopy.errors import ConfigError
 
 from .conftest import REPO
@@ -100,7 +100,7 @@ def test_a_job_waits_while_every_gpu_is_claimed(machine: Path, monkeypatch: pyte
 
 CLAIMER = textwrap.dedent("""
     import os, sys
-    from affine_homotopy import devices
+    from affine_homotopy.jobs import devices
     gpu = devices.claim_gpu(count=3, poll_s=0.05, timeout_s=float(sys.argv[1]))
     print(gpu, os.environ["CUDA_VISIBLE_DEVICES"], flush=True)
     sys.stdin.read()  # hold the GPU until the test closes stdin

@@ -15,7 +15,7 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 from huggingface_hub.hf_api import RepoSibling
 
-from affine_homotopy import hub
+from affine_homotopy.study import hub
 from affine_homotopy.errors import DataError, StagingError
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -124,7 +124,7 @@ def test_client_errors_are_named_and_do_not_fall_back(monkeypatch, tmp_path: Pat
                          ids=["500", "502", "503", "no-connection", "time-out"])
 def test_server_errors_fall_back_to_the_cache(monkeypatch, tmp_path: Path, caplog, error) -> None:
     fake = Hub(monkeypatch, tmp_path, info_error=error)
-    with caplog.at_level("WARNING", logger="affine_homotopy.hub"):
+    with caplog.at_level("WARNING", logger="affine_homotopy.study.hub"):
         snapshot = fake.resolve()
     assert [d["local_files_only"] for d in fake.downloads] == [True]  # only the cache lookup
     assert snapshot.staged_from == hub.CACHE and snapshot.commit == COMMIT

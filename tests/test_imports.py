@@ -1,5 +1,11 @@
 """The package's import graph, read from each module's own source (every import statement, also
-those inside functions): no module imports one that imports it back, directly or through others."""
+those inside functions): the layers import only downwards, and no module imports one that imports it
+back, directly or through others.
+
+The layers, lowest first (CONTRIBUTING.md): ``errors``; ``core`` (the maths); ``study`` (a study's
+config); ``jobs`` (job plumbing); ``models`` (model acquisition); ``report`` (tables and figures);
+then ``api``, ``cli`` and the package's ``__init__`` on top.
+"""
 
 from __future__ import annotations
 
@@ -9,40 +15,55 @@ from pathlib import Path
 from .conftest import REPO
 
 PACKAGE = REPO / "src" / "affine_homotopy"
+LAYERS = ("errors", "core", "study", "jobs", "models", "report", "top")
+TOP = {"api", "cli", "__init__", "__main__"}
 
 
-def imported_modules(path: Path) -> set[str]:
-    """The package modules (top-level names under affine_homotopy) that ``path`` imports anywhere."""
+def module_of(parts: tuple[str, ...]) -> str:
+    """The graph's node for a module path under affine_homotopy: a layer's module (``core.linalg``;
+    a sub-package such as ``core.extrinsic`` counts as one module), or a top-level module."""
+    parts = tuple(p for p in parts if p != "__init__") or ("__init__",)
+    return ".".join(parts[:2]) if parts[0] in LAYERS else parts[0]
+
+
+def layer_of(module: str) -> str:
+    head = module.split(".")[0]
+    return head if head in LAYERS else "top"
+
+
+def imported_modules(path: Path, package_parts: tuple[str, ...] | None = None) -> set[str]:
+    """The package modules that ``path`` imports anywhere (top-level statements and lazy ones);
+    ``package_parts`` is the importing module's package, ("affine_homotopy", ...), read from its path
+    when not given."""
     found: set[str] = set()
-    package_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]  # ("affine_homotopy", ...)
+    if package_parts is None:
+        package_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        targets: list[list[str]] = []
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package_parts[: len(package_parts) - node.level + 1]
-                names = [*base, *node.module.split(".")] if node.module else None
-                if names is None:  # from . import x, y
-                    found.update(f"{'.'.join(base)}.{alias.name}".split(".")[1] for alias in node.names)
-                    continue
+                base = list(package_parts[: len(package_parts) - node.level + 1])
+                module = [*base, *node.module.split(".")] if node.module else base
             else:
-                names = (node.module or "").split(".")
-            if names and names[0] == "affine_homotopy" and len(names) > 1:
-                found.add(names[1])
-        elif isinstance(node, ast.Import):
+                module = (node.module or "").split(".")
+            # `from pkg import name` may name a module of pkg: count the deeper path where it is one
             for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "affine_homotopy" and len(parts) > 1:
-                    found.add(parts[1])
+                deeper = PACKAGE.parent.joinpath(*module, alias.name)
+                is_module = deeper.with_suffix(".py").exists() or deeper.is_dir()
+                targets.append([*module, alias.name] if is_module else module)
+        elif isinstance(node, ast.Import):
+            targets = [alias.name.split(".") for alias in node.names]
+        for names in targets:
+            if names and names[0] == "affine_homotopy" and len(names) > 1:
+                found.add(module_of(tuple(names[1:])))
     return found
 
 
 def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE)
-        module = relative.parts[0].removesuffix(".py")  # a subpackage counts as one module
-        if module == "__init__":
-            continue
-        graph.setdefault(module, set()).update(imported_modules(path) - {module, "__init__"})
+        module = module_of(path.relative_to(PACKAGE).with_suffix("").parts)
+        graph.setdefault(module, set()).update(imported_modules(path) - {module})
     return graph
 
 
@@ -59,8 +80,11 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_graph_is_read_from_the_sources() -> None:
     graph = import_graph()
-    assert {"config", "validation", "families", "model_lookup", "staging", "tasks"} <= set(graph)
-    assert "model_lookup" in graph["pypi_models"] and "tasks" in graph["staging"]  # lazy imports count too
+    assert {"study.validation", "study.families", "study.model_lookup", "models.staging", "study.tasks"} <= set(graph)
+    assert "study.model_lookup" in graph["models.pypi_models"]  # lazy imports count too
+    assert "study.tasks" in graph["models.staging"]
+    assert "core.stats" in graph["report.analysis"]  # `from ..core import stats` names a module
+    assert {layer_of(m) for m in graph} == set(LAYERS)
 
 
 def test_no_module_imports_one_that_imports_it_back() -> None:
@@ -70,8 +94,23 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
     assert not circles, f"import circles (module: the imports that lead back to it): {circles}"
 
 
-def test_library_modules_do_not_need_the_config_facade() -> None:
-    # affine_homotopy.config gathers validation, families and model lookup for the workflow and tests;
-    # nothing in the package imports it, so it can never be part of a circle
-    users = sorted(module for module, imports in import_graph().items() if "config" in imports)
-    assert not users, f"{users} import affine_homotopy.config; import from validation, families or model_lookup"
+def test_no_module_imports_upwards() -> None:
+    rank = {layer: k for k, layer in enumerate(LAYERS)}
+    upward = {module: sorted(d for d in imports if rank[layer_of(d)] > rank[layer_of(module)])
+              for module, imports in import_graph().items()}
+    upward = {module: imports for module, imports in upward.items() if imports}
+    assert not upward, f"modules that import a layer above their own (order, lowest first: {LAYERS}): {upward}"
+
+
+def test_core_imports_nothing_above_it() -> None:
+    # the maths needs only itself and the named errors: no config, files, jobs or models
+    outside = {module: sorted(d for d in imports if layer_of(d) not in ("errors", "core"))
+               for module, imports in import_graph().items() if layer_of(module) == "core"}
+    assert not any(outside.values()), outside
+
+
+def test_the_layer_rule_is_read_correctly(tmp_path: Path) -> None:
+    # a core module that imported a higher layer lazily would be caught: the reader on a file placed in core
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from ..jobs.io import atomic_path\n    from ..models import derived\n")
+    assert imported_modules(probe, ("affine_homotopy", "core")) == {"jobs.io", "models.derived"}

@@ -6,10 +6,10 @@ import numpy as np
 import torch
 import pytest
 
-from affine_homotopy.derived import random_affine, svd_truncate
-from affine_homotopy.intrinsic import pairwise_affine_ls
-from affine_homotopy.intrinsic import factorise
-from affine_homotopy.linalg import numerical_rank, rank_threshold
+from affine_homotopy.models.derived import random_affine, svd_truncate
+from affine_homotopy.core.intrinsic import pairwise_affine_ls
+from affine_homotopy.core.intrinsic import factorise
+from affine_homotopy.core.linalg import numerical_rank, rank_threshold
 
 
 def low_rank_data(rng: np.random.Generator, n: int, d: int, rank: int) -> np.ndarray:
@@ -99,7 +99,7 @@ def test_float32_iterations_still_certify_the_float64_interval() -> None:
     """Iterating in float32 and certifying in float64 brackets the same optimum as float64 throughout."""
     import torch
 
-    from affine_homotopy.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
 
     rng = np.random.default_rng(7)
     reps = [rng.standard_normal((300, 12)), np.tanh(rng.standard_normal((300, 12)) @ rng.standard_normal((12, 9)))]

@@ -1,7 +1,7 @@
 """All-pairs intrinsic measures: certified d_aff interval vs an independent SOCP solver, baselines vs
 textbook formulas, invariances and edge cases.
 
-Every expected value is computed here, independently of :mod:`affine_homotopy.intrinsic`, with
+Every expected value is computed here, independently of :mod:`affine_homotopy.core.intrinsic`, with
 numpy / scipy / cvxpy only. Conventions follow the module docstring of ``intrinsic.py``: entry
 ``(i, j)`` maps encoder ``i`` (row, mapped from) onto encoder ``j`` (column, mapped to).
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from affine_homotopy.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
+from affine_homotopy.core.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
 
 
 def cvxpy():

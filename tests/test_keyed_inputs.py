@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from affine_homotopy.runner import keyed_inputs
+from affine_homotopy.jobs.runner import keyed_inputs
 
 from .conftest import REPO
 

@@ -9,7 +9,7 @@ from math import floor
 import pytest
 
 from affine_homotopy.errors import ConfigError
-from affine_homotopy.layers import (
+from affine_homotopy.study.layers import (
     check_layer_spec,
     configured_label,
     layer_label,

@@ -1,4 +1,4 @@
-"""The study's lock of resolved commits (affine_homotopy.lock): written by the first staging, then
+"""The study's lock of resolved commits (affine_homotopy.study.lock): written by the first staging, then
 enforced; each kind of bad lock is a named error before any job. The hub is off; models and GLUE
 data come from caches laid out as huggingface_hub does (the helpers of test_staging_cache)."""
 
@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from affine_homotopy.errors import ConfigError, StagingError
-from affine_homotopy.lock import build_lock, check_lock, lock_path, write_lock
-from affine_homotopy.staging import MARKER, stage_model, stage_task
+from affine_homotopy.study.lock import build_lock, check_lock, lock_path, write_lock
+from affine_homotopy.models.staging import MARKER, stage_model, stage_task
 
 from .test_staging_cache import (  # noqa: F401  (hf_home is a fixture)
     COMMIT_A, COMMIT_B, COMMIT_GLUE, MB0, MB1, cached_study_config, glue_tables, hf_home, model_files,

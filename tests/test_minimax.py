@@ -1,4 +1,4 @@
-"""The certified minimax solvers (:mod:`affine_homotopy.minimax`): ``jacobi`` (default) and ``lawson``.
+"""The certified minimax solvers (:mod:`affine_homotopy.core.minimax`): ``jacobi`` (default) and ``lawson``.
 
 Every interval a solver returns is re-certified here, independently of the package: the upper bound
 is recomputed (numpy) as the largest residual of the returned map on the data, and the lower bound
@@ -20,12 +20,12 @@ import pandas as pd
 import pytest
 import torch
 
-from affine_homotopy import minimax
-from affine_homotopy.derived import gaussian_noise, random_affine, svd_truncate
+from affine_homotopy.core import minimax
+from affine_homotopy.models.derived import gaussian_noise, random_affine, svd_truncate
 from affine_homotopy.errors import AffineHomotopyError, NumericalError
-from affine_homotopy.intrinsic import SolverSettings, affine_map, missed_tol_warning, pairwise_intrinsic, solver_table
-from affine_homotopy.io import write_embeddings
-from affine_homotopy.linalg import check_finite_representations, factorise
+from affine_homotopy.core.intrinsic import SolverSettings, affine_map, missed_tol_warning, pairwise_intrinsic, solver_table
+from affine_homotopy.jobs.io import write_embeddings
+from affine_homotopy.core.linalg import check_finite_representations, factorise
 
 REPO = Path(__file__).resolve().parents[1]
 SOLVERS = tuple(minimax.SOLVERS)
@@ -288,7 +288,7 @@ def test_both_solvers_agree_within_their_gaps_on_the_demo_pairs() -> None:
 
 
 def test_rank_deficiency_grid_uses_the_configured_solver() -> None:
-    from affine_homotopy.analysis import rank_deficiency
+    from affine_homotopy.report.analysis import rank_deficiency
 
     encoders = demo_encoders(n=300, dim=24)
     reps = {"base": encoders["base"], "noise": encoders["noise"]}
@@ -433,7 +433,7 @@ def test_intrinsic_job_writes_solver_columns_and_one_warning(tmp_path: Path) -> 
 def test_svd_falls_back_to_gesvd_when_torch_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch's gesdd failed to converge on Q_i^T Q_j of the demo's encoder and its affine image (all
     singular values 1); the engine then retries with gesvd and still gets the baselines right."""
-    from affine_homotopy.linalg import thin_svd
+    from affine_homotopy.core.linalg import thin_svd
 
     rng = np.random.default_rng(16)
     x = rng.standard_normal((200, 12))

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from affine_homotopy.errors import StagingError
-from affine_homotopy.encoders import load_encoder
-from affine_homotopy.staging import staged_model_dir, staged_task_file, stage_model
+from affine_homotopy.models.encoders import load_encoder
+from affine_homotopy.models.staging import staged_model_dir, stage_model
+from affine_homotopy.models.task_data import staged_task_file
 
 from .test_workflow import SNAKEMAKE, snakemake, tiny_config, write_config
 from .tolerances import relative_tolerance

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from affine_homotopy.probes import (
+from affine_homotopy.core.probes import (
     accuracy,
     f1_binary,
     fit_softmax_probe,
@@ -122,7 +122,7 @@ def test_sgd_random_probes_follow_the_papers_protocol_head_by_head() -> None:
     and every head keeps the learning rate with the best training accuracy (first among ties)."""
     import torch
 
-    from affine_homotopy.probes import fit_random_probes_sgd
+    from affine_homotopy.core.probes import fit_random_probes_sgd
 
     x, _ = blobs(5, n=150, d=6, classes=3, spread=1.0)
     labels = random_labels(len(x), 3, range(3))
@@ -142,7 +142,7 @@ def test_sgd_random_probes_follow_the_papers_protocol_head_by_head() -> None:
 
 
 def test_sgd_weight_decay_shrinks_the_weights() -> None:
-    from affine_homotopy.probes import fit_random_probes_sgd
+    from affine_homotopy.core.probes import fit_random_probes_sgd
 
     x, _ = blobs(6, n=200, d=8, classes=2, spread=1.0)
     labels = random_labels(len(x), 2, range(4))
@@ -152,7 +152,7 @@ def test_sgd_weight_decay_shrinks_the_weights() -> None:
 
 
 def test_random_probe_method_dispatch() -> None:
-    from affine_homotopy.probes import fit_random_probes, fit_random_probes_sgd
+    from affine_homotopy.core.probes import fit_random_probes, fit_random_probes_sgd
 
     x, _ = blobs(7, n=120, d=5, classes=2, spread=1.0)
     labels = random_labels(len(x), 2, range(2))

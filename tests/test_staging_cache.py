@@ -25,12 +25,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from affine_homotopy.config import check_config
-from affine_homotopy.encoders import embed_texts, load_encoder
+from affine_homotopy.study.validation import check_config
+from affine_homotopy.models.encoders import embed_texts, load_encoder
 from affine_homotopy.errors import ConfigError, DataError, StagingError
-from affine_homotopy.hub import hub_cache_dir
-from affine_homotopy.io import fingerprint_frame
-from affine_homotopy.staging import MARKER, stage_model, stage_task
+from affine_homotopy.study.hub import hub_cache_dir
+from affine_homotopy.jobs.io import fingerprint_frame
+from affine_homotopy.models.staging import MARKER, stage_model, stage_task
 
 from .conftest import _WORDS
 from .test_workflow import job_counts, snakemake, write_config
@@ -342,7 +342,7 @@ def test_hub_off_with_an_empty_cache(tmp_path: Path, hf_home: Path) -> None:
 
 
 def test_provenance_names_each_route(tmp_path: Path, hf_home: Path, tiny_models) -> None:
-    from affine_homotopy.provenance import collect
+    from affine_homotopy.jobs.provenance import collect
 
     put_in_hub_cache(hf_home / "hub", MB0, model_files(tiny_models["tiny_a"]), COMMIT_A)
     staging = {

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from affine_homotopy import stats
+from affine_homotopy.core import stats
 
 
 def random_matrix(rng: np.random.Generator, k: int) -> np.ndarray:

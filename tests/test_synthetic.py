@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from affine_homotopy.synthetic import (
+from affine_homotopy.models.synthetic import (
     PAIR_TASKS,
     SYNTHETIC_TASKS,
     make_paraphrase_task,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from affine_homotopy.errors import DataError
-from affine_homotopy.tasks import glue_dir_files, load_task_split, read_glue_tsv, task_info
+from affine_homotopy.models.task_data import load_task_split, read_glue_tsv
+from affine_homotopy.study.tasks import glue_dir_files, task_info
 
 from .conftest import SHARED_GLUE, shared_glue_missing
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from affine_homotopy import analysis
+from affine_homotopy.report import analysis
 
 from .conftest import REPO, assert_figure_drawn
 
@@ -113,8 +113,8 @@ def planned_files(output: str) -> dict[str, dict[str, set[str]]]:
 def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(tmp_path: Path, tiny_models) -> None:
     """extrinsic.measures [d_psi] at extrinsic.layers [one layer]: the probes, the extrinsic jobs, their
     summary and Table 1 at that layer only, only d_psi's files; the intrinsic stage at every layer."""
-    from affine_homotopy.layers import layer_label
-    from affine_homotopy.measures import extrinsic_outputs
+    from affine_homotopy.study.layers import layer_label
+    from affine_homotopy.core.measures import extrinsic_outputs
 
     config = tiny_config(tiny_models, extrinsic={"max_iter": 100, "measures": ["d_psi"], "layers": [2]})
     configfile = str(write_config(tmp_path / "selected.yaml", config))
@@ -149,7 +149,7 @@ def test_a_run_of_d_psi_alone_at_one_layer_writes_only_that(tmp_path: Path, tiny
     """The job scripts with the smallest selection: d_psi at the last layer only. The probe jobs fit that
     layer's task probes and no random-label probe, the extrinsic jobs write d_psi's files, the summary
     has no worst-case column, Table 1 and Figure 2 are at that layer; the intrinsic stage at both."""
-    from affine_homotopy.measures import extrinsic_outputs
+    from affine_homotopy.core.measures import extrinsic_outputs
 
     config = tiny_config(tiny_models, tasks={"sent": {"source": "synthetic", "generator": "synthetic_sentiment",
                                                       "n_train": 120, "n_dev": 40}},
@@ -338,10 +338,10 @@ def test_a_warning_in_a_job_is_found_in_its_log(tmp_path: Path) -> None:
     """The check above can fail: a line as runner.configure_logging writes it is found."""
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "a.log").write_text(
-        "2026-01-01 00:00:00,000 WARNING py.warnings: /x/src/affine_homotopy/probes.py:124: UserWarning: The given "
+        "2026-01-01 00:00:00,000 WARNING py.warnings: /x/src/affine_homotopy/core/probes.py:124: UserWarning: The given "
         "NumPy array is not writable\n2026-01-01 00:00:00,000 WARNING py.warnings: /venv/torch/nn/x.py:3: "
         "FutureWarning: not ours\n")
-    assert project_warnings(tmp_path) == ["probe/a.log: WARNING py.warnings: /x/src/affine_homotopy/probes.py:124: "
+    assert project_warnings(tmp_path) == ["probe/a.log: WARNING py.warnings: /x/src/affine_homotopy/core/probes.py:124: "
                                           "UserWarning: The given NumPy array is not writable"]
 
 
@@ -483,8 +483,8 @@ def depth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 
 
 def test_relative_depths_resolve_per_model_end_to_end(depth_run) -> None:
-    from affine_homotopy.encoders import embed_texts, load_encoder
-    from affine_homotopy.io import read_embeddings, read_matrix
+    from affine_homotopy.models.encoders import embed_texts, load_encoder
+    from affine_homotopy.jobs.io import read_embeddings, read_matrix
 
     results, setup = depth_run
     # round(f * depth), half up: 0.5 of 3 layers is layer 2

@@ -1,7 +1,7 @@
 """The measures as a library: distances between your own representation matrices, no workflow needed.
 
-Every function here runs the workflow's engine (:func:`affine_homotopy.intrinsic.pairwise_intrinsic`,
-:func:`affine_homotopy.extrinsic.fixed_classifier_distances`), so a value returned here is the
+Every function here runs the workflow's engine (:func:`affine_homotopy.core.intrinsic.pairwise_intrinsic`,
+:func:`affine_homotopy.core.extrinsic.fixed_classifier_distances`), so a value returned here is the
 value the workflow writes for the same pair and settings.
 
 Conventions
@@ -29,12 +29,12 @@ Direction
     column ``j``: ``d_aff(source=X_i, target=X_j)``.
 Values
     Every measure is a distance (0 = identical up to the measure's class of maps), exactly as in
-    the workflow's CSV of the same name; the definitions are in :mod:`affine_homotopy.intrinsic`.
+    the workflow's CSV of the same name; the definitions are in :mod:`affine_homotopy.core.intrinsic`.
     ``d_aff``, ``d_lin`` and ``d_iso`` are in the target's units (L2 norm of a row, not divided by
     ``D``); the baselines are unitless.
 Rank rule
     Directions whose singular value is at float32 rounding level (``rank_multiplier * sigma_1 *
-    eps(float32) * max(N, D)``) are not used (:mod:`affine_homotopy.linalg`).
+    eps(float32) * max(N, D)``) are not used (:mod:`affine_homotopy.core.linalg`).
 
 Bad input (different row counts, a 1-D array, ``N < 2``, NaN or inf, an unknown measure) raises
 :class:`ValueError` naming the argument, its shape or value, and the fix.
@@ -56,9 +56,10 @@ import numpy as np
 import torch
 
 from .errors import ConvergenceWarning, UpcastWarning
-from .linalg import DTYPES, select_device
-from .measures import D_AFF_FAMILY
-from .measures import INTRINSIC_MEASURES as MEASURES  # the registry's names, re-exported
+from .core.linalg import DTYPES
+from .jobs.devices import select_device
+from .core.measures import D_AFF_FAMILY
+from .core.measures import INTRINSIC_MEASURES as MEASURES  # the registry's names, re-exported
 
 __all__ = [
     "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "PairwiseTable",
@@ -191,7 +192,7 @@ def _measure_names(measures: str | Sequence[str]) -> tuple[str, ...]:
 
 def _settings(measures: tuple[str, ...], tol: float, max_iter: int, rank_multiplier: float, dtype: str | torch.dtype,
               device: Any, keep_weights: bool = False, solver: str | None = None) -> Any:
-    from .intrinsic import SolverSettings
+    from .core.intrinsic import SolverSettings
 
     if not (isinstance(tol, numbers.Real) and tol > 0 and math.isfinite(tol)):
         raise ValueError(f"tol must be a positive number (a relative gap such as 1e-3), got {tol!r}")
@@ -213,7 +214,7 @@ def _settings(measures: tuple[str, ...], tol: float, max_iter: int, rank_multipl
 
 def _engine(representations: Sequence[Any], names: Sequence[str], settings: Any,
             pairs: Sequence[tuple[int, int]] | None = None) -> Any:
-    from .intrinsic import pairwise_intrinsic
+    from .core.intrinsic import pairwise_intrinsic
 
     return pairwise_intrinsic(list(representations), list(names), settings, pairs)
 
@@ -253,7 +254,7 @@ class DAffResult:
         Weighted least-squares fits the solver used.
     weights : ndarray, shape (N,)
         Solver weights on the simplex; the weighted least-squares fit with these weights is the map
-        attaining ``upper`` (:func:`affine_homotopy.intrinsic.affine_map`). The examples with the
+        attaining ``upper`` (:func:`affine_homotopy.core.intrinsic.affine_map`). The examples with the
         largest weights are the ones the map finds hardest.
     linear : ndarray, shape (D_source, D_target)
     bias : ndarray, shape (D_target,)
@@ -290,7 +291,7 @@ class DAffResult:
 
     @cached_property
     def _map(self) -> tuple[np.ndarray, np.ndarray]:
-        from .intrinsic import affine_map
+        from .core.intrinsic import affine_map
 
         return affine_map(self._source, self._target, self.weights, self._multiplier, self._dtype)
 
@@ -361,7 +362,7 @@ def d_aff(
         that does not exist is a ValueError naming it.
     solver : str, optional
         The engine's minimax solver (``SolverSettings.solver``: a key of
-        ``affine_homotopy.minimax.SOLVERS``); default: the engine's default.
+        ``affine_homotopy.core.minimax.SOLVERS``); default: the engine's default.
 
     Returns
     -------
@@ -513,7 +514,7 @@ class PairwiseTable:
         return float(self.values[self.names.index(row), self.names.index(column)])
 
     def to_csv(self, path: str | os.PathLike[str]) -> None:
-        from .io import atomic_open
+        from .jobs.io import atomic_open
 
         with atomic_open(path) as handle:
             writer = csv.writer(handle, lineterminator="\n")
@@ -638,7 +639,7 @@ def _as_probe(probe: Any, target_width: int) -> tuple[np.ndarray, np.ndarray]:
     * an object with ``coef_`` and ``intercept_`` (scikit-learn's linear classifiers, ``coef_`` of
       shape (C, D), or (1, D) for two classes): ``weight = coef_.T``.
     * ``(weight, bias)``, a mapping with those keys, or any other object with ``.weight`` and ``.bias``
-      (e.g. :class:`affine_homotopy.probes.SoftmaxProbe`): ``weight`` is (D_target, C) as given.
+      (e.g. :class:`affine_homotopy.core.probes.SoftmaxProbe`): ``weight`` is (D_target, C) as given.
 
     A (D_target,) or (D_target, 1) weight is a binary logistic classifier (logits ``(0, z)``).
     """
@@ -715,8 +716,8 @@ def d_psi(
         ``value`` (d_psi, as ``d_psi.csv`` cell ``(i, j)`` with probe = encoder j's task probe),
         ``bound`` (Lemma 5.2), ``d_aff`` and ``winning_start``.
     """
-    from .extrinsic import ExtrinsicSettings, fixed_classifier_distances, lemma_bound
-    from .probes import SoftmaxProbe
+    from .core.extrinsic import ExtrinsicSettings, fixed_classifier_distances, lemma_bound
+    from .core.probes import SoftmaxProbe
 
     if not (isinstance(inverse_temperature, (int, float)) and inverse_temperature > 0):
         raise ValueError(f"inverse_temperature must be > 0, got {inverse_temperature!r}")

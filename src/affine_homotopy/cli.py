@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .measures import SYMMETRIC  # measures that give the same value both ways (the registry)
+from .core.measures import SYMMETRIC  # measures that give the same value both ways (the registry)
 
 PROG = "affine-homotopy"
 SUFFIXES = (".npy", ".npz", ".pt", ".pth")
@@ -115,7 +115,7 @@ def _layer_of(spec: str, layer: str | None) -> np.ndarray:
         meta = _sidecar(path)
         position: int | str = int(layer) if layer.lstrip("-").isdigit() else layer
         if meta is not None:
-            from .layers import slot_of
+            from .study.layers import slot_of
 
             try:
                 slot = slot_of(meta, position)
@@ -188,7 +188,7 @@ def _pairwise(args: argparse.Namespace) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .measures import INTRINSIC_MEASURES as MEASURES
+    from .core.measures import INTRINSIC_MEASURES as MEASURES
 
     top = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                   formatter_class=argparse.RawDescriptionHelpFormatter)

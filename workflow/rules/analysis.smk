@@ -6,7 +6,7 @@ ANALYSIS = config["analysis"]
 GROUP = ANALYSIS["encoder_group"]
 TABLE_MEASURES = list(ANALYSIS["intrinsic_measures"])
 # Any position the `layers` key can hold (12, last, 0.5) or its label, one of EXTRINSIC_LAYERS (null: the
-# last of them); check_config has checked it (affine_homotopy.validation.table_layer).
+# last of them); check_config has checked it (affine_homotopy.study.validation.table_layer).
 TABLE_LAYER = table_layer(config)
 RANK_DEFICIENCY = ANALYSIS["rank_deficiency"]
 RD_LAYER = configured_label("analysis.rank_deficiency.layer", RANK_DEFICIENCY["layer"], LAYER_POSITIONS)

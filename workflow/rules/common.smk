@@ -42,23 +42,19 @@ if (PROJECT_DIR / "src" / "affine_homotopy").is_dir() and Path(affine_homotopy._
         f"{PROJECT_DIR / 'src'}: jobs run that installed copy. To run this checkout's code: pip install -e {PROJECT_DIR}"
     )
 
-from affine_homotopy.config import (
-    ConfigError,
-    check_config,
-    extrinsic_layers,
-    family_members,
-    rank_deficiency_group,
-    table_layer,
-    training_dynamics_members,
-)
-from affine_homotopy.measures import (
+from affine_homotopy.errors import ConfigError
+
+from affine_homotopy.study.validation import check_config, extrinsic_layers, rank_deficiency_group, table_layer
+
+from affine_homotopy.study.families import family_members, training_dynamics_members
+from affine_homotopy.core.measures import (
     extrinsic_outputs,
     extrinsic_selection,
     random_classifiers_needed,
     stage_outputs,
 )
-from affine_homotopy.layers import configured_label, layer_label, layer_labels, layer_positions
-from affine_homotopy.lock import check_lock, lock_path, staged_model_commits
+from affine_homotopy.study.layers import configured_label, layer_label, layer_labels, layer_positions
+from affine_homotopy.study.lock import check_lock, lock_path, staged_model_commits
 
 # Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
 # encoder is then checked against that file (see check_config).
@@ -71,7 +67,7 @@ except ConfigError as error:
 # Jobs that run on this machine (not submitted to a cluster, whose nodes may have GPUs that the
 # submit host lacks): device: cuda needs CUDA here, so say so now instead of inside every GPU job.
 if workflow.local_exec:
-    from affine_homotopy.devices import check_device_available
+    from affine_homotopy.jobs.devices import check_device_available
 
     try:
         check_device_available(config["device"])
@@ -151,7 +147,7 @@ def extrinsic_summary_inputs(wildcards):
 def keyed(pattern, **axes):
     """{key: path} for every combination of the axes (in the order given): the key is the tuple of
     axis values, or the value itself for one axis. A rule passes the mapping as a parameter and its
-    paths as the input, and the script looks files up by key (affine_homotopy.runner.keyed_inputs)."""
+    paths as the input, and the script looks files up by key (affine_homotopy.jobs.runner.keyed_inputs)."""
     mapping = {}
     for values in itertools.product(*axes.values()):
         mapping[values if len(values) > 1 else values[0]] = pattern.format(**dict(zip(axes, values)))
@@ -217,7 +213,7 @@ INTRINSIC_MEASURES = list(stage_outputs(config["intrinsic"]["measures"]))
 # A job that can use a GPU (embed, intrinsic, extrinsic, rank_deficiency) asks for one only when the
 # config lets it (device: auto or cuda): with device: cpu no job waits for a GPU, and under the SLURM
 # profile no job goes to a GPU partition (the plugin picks partitions from this resource). Which GPU
-# a job computes on it claims itself (affine_homotopy.devices).
+# a job computes on it claims itself (affine_homotopy.jobs.devices).
 GPU_REQUEST = 0 if config["device"] == "cpu" else 1
 # Figure 3's encoders (null = every non-derived encoder), defined once in the package
 RANK_DEFICIENCY_GROUP = rank_deficiency_group(config)
@@ -229,7 +225,7 @@ INTRINSIC_SETTINGS = {k: v for k, v in config["intrinsic"].items() if k != "thre
 
 # ---------------------------------------------------------------------------------------------
 # Resources (mem_mb, runtime, disk_mb) estimated from the config; they grow with each retry.
-from affine_homotopy.resources import (
+from affine_homotopy.jobs.resources import (
     embed_resources,
     encoder_width,
     fixed_resources,

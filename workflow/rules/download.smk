@@ -8,7 +8,7 @@ HF_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "hf"]
 PYPI_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "pypi"]
 GLUE_TASKS_STAGED = [t for t in TASKS if config["tasks"][t]["source"] == "glue"]
 
-# The study's lock of resolved commits (affine_homotopy.lock, config/<run_name>.lock.yaml): checked
+# The study's lock of resolved commits (affine_homotopy.study.lock, config/<run_name>.lock.yaml): checked
 # here, before any job; the download jobs read it themselves (from snakemake.config, not params: a
 # lock appearing must not make staged models out of date) and refuse any other upstream commit; the
 # staging gate writes it the first time (and again under update_lock).

@@ -1,7 +1,7 @@
 # Stage 3: intrinsic distances, one job per (task, layer) over all ordered encoder pairs: the
 # certified affine distance, its least-squares and linear/isometric variants, and the baselines.
 
-# (the measures of INTRINSIC_MEASURES, common.smk: intrinsic.measures, from the registry affine_homotopy.measures)
+# (the measures of INTRINSIC_MEASURES, common.smk: intrinsic.measures, from the registry affine_homotopy.core.measures)
 
 
 rule intrinsic:

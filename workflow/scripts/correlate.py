@@ -6,9 +6,9 @@ tables in the paper's layout (one per layer, the table layer first) and the LaTe
 
 import logging
 
-from affine_homotopy.analysis import correlation_table, table_latex, table_markdown
-from affine_homotopy.io import read_matrix, write_csv, write_text
-from affine_homotopy.runner import keyed_inputs, run
+from affine_homotopy.report.analysis import correlation_table, table_latex, table_markdown
+from affine_homotopy.jobs.io import read_matrix, write_csv, write_text
+from affine_homotopy.jobs.runner import keyed_inputs, run
 
 log = logging.getLogger("affine_homotopy.job")
 

@@ -2,10 +2,10 @@
 
 import logging
 
-from affine_homotopy.derived import derive
-from affine_homotopy.encoders import check_finite
-from affine_homotopy.io import read_embeddings, read_json, write_embeddings
-from affine_homotopy.runner import run
+from affine_homotopy.models.derived import derive
+from affine_homotopy.models.encoders import check_finite
+from affine_homotopy.jobs.io import read_embeddings, read_json, write_embeddings
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

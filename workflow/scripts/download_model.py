@@ -1,9 +1,9 @@
 """Stage one hub encoder (weights + tokenizer at its resolved commit) into resources/models/: from the
 hub, or from the local Hugging Face cache when HF_HUB_OFFLINE=1 or the hub is unreachable."""
 
-from affine_homotopy.lock import job_lock
-from affine_homotopy.runner import run
-from affine_homotopy.staging import stage_model
+from affine_homotopy.study.lock import job_lock
+from affine_homotopy.jobs.runner import run
+from affine_homotopy.models.staging import stage_model
 
 
 def main(snakemake):

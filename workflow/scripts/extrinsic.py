@@ -7,12 +7,13 @@ import logging
 
 import numpy as np
 
-from affine_homotopy.extrinsic import ExtrinsicSettings, extrinsic_distances, tightness_summary
-from affine_homotopy.extrinsic.summary import diagnostics_frame
-from affine_homotopy.io import read_embeddings, read_matrix, write_csv, write_matrix
-from affine_homotopy.linalg import check_finite_representations, select_device
-from affine_homotopy.probes import load_probe_file
-from affine_homotopy.runner import run
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, tightness_summary
+from affine_homotopy.core.extrinsic.summary import diagnostics_frame
+from affine_homotopy.jobs.io import read_embeddings, read_matrix, write_csv, write_matrix
+from affine_homotopy.core.linalg import check_finite_representations
+from affine_homotopy.jobs.devices import select_device
+from affine_homotopy.jobs.probe_files import load_probe_file
+from affine_homotopy.jobs.runner import run
 
 
 def measures_line(settings, n_random):
@@ -51,7 +52,7 @@ def main(snakemake):
     result.check_bounds()  # NumericalError before anything is written
     matrices = result.matrices()
     declared = [name for name in snakemake.output.keys() if name != "diagnostics"]
-    # the rule declares the same selection's files (affine_homotopy.measures.extrinsic_outputs)
+    # the rule declares the same selection's files (affine_homotopy.core.measures.extrinsic_outputs)
     if sorted(matrices) != sorted(declared):
         raise ValueError(f"the engine computed {sorted(matrices)}, but the rule declares {sorted(declared)}")
     for name, matrix in matrices.items():

@@ -1,8 +1,8 @@
 """Figures 1/4: d_aff asymmetry grids, one panel per (task, layer), with median strips."""
 
-from affine_homotopy.io import read_matrix
-from affine_homotopy.plotting import asymmetry_grid, save_figure
-from affine_homotopy.runner import keyed_inputs, run
+from affine_homotopy.jobs.io import read_matrix
+from affine_homotopy.report.plotting import asymmetry_grid, save_figure
+from affine_homotopy.jobs.runner import keyed_inputs, run
 
 
 def main(snakemake):

@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from affine_homotopy.analysis import regression_fit
-from affine_homotopy.io import read_matrix, write_csv
-from affine_homotopy.plotting import extrinsic_vs_intrinsic, save_figure
-from affine_homotopy.runner import keyed_inputs, run
+from affine_homotopy.report.analysis import regression_fit
+from affine_homotopy.jobs.io import read_matrix, write_csv
+from affine_homotopy.report.plotting import extrinsic_vs_intrinsic, save_figure
+from affine_homotopy.jobs.runner import keyed_inputs, run
 
 
 def main(snakemake):

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from affine_homotopy.plotting import layer_trend, save_figure
-from affine_homotopy.runner import run
+from affine_homotopy.report.plotting import layer_trend, save_figure
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

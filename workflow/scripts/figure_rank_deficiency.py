@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from affine_homotopy.plotting import rank_deficiency_grids, save_figure
-from affine_homotopy.runner import keyed_inputs, run
+from affine_homotopy.report.plotting import rank_deficiency_grids, save_figure
+from affine_homotopy.jobs.runner import keyed_inputs, run
 
 
 def main(snakemake):

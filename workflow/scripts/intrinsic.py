@@ -5,10 +5,11 @@ import logging
 import numpy as np
 import pandas as pd
 
-from affine_homotopy.intrinsic import SolverSettings, missed_tol_warning, pairwise_intrinsic, solver_table
-from affine_homotopy.io import read_embeddings, write_csv, write_matrix, write_npy
-from affine_homotopy.linalg import DTYPES, check_finite_representations, select_device
-from affine_homotopy.runner import run
+from affine_homotopy.core.intrinsic import SolverSettings, missed_tol_warning, pairwise_intrinsic, solver_table
+from affine_homotopy.jobs.io import read_embeddings, write_csv, write_matrix, write_npy
+from affine_homotopy.core.linalg import DTYPES, check_finite_representations
+from affine_homotopy.jobs.devices import select_device
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

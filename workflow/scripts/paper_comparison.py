@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from affine_homotopy.analysis import paper_comparison
-from affine_homotopy.io import write_text
-from affine_homotopy.runner import run
+from affine_homotopy.report.analysis import paper_comparison
+from affine_homotopy.jobs.io import write_text
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

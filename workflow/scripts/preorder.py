@@ -2,11 +2,11 @@
 
 import pandas as pd
 
-from affine_homotopy.analysis import preorder
-from affine_homotopy.io import read_matrix, write_csv
-from affine_homotopy.plotting import preorder_graphs, save_figure
-from affine_homotopy.runner import keyed_inputs, run
-from affine_homotopy.stats import median_summary
+from affine_homotopy.report.analysis import preorder
+from affine_homotopy.jobs.io import read_matrix, write_csv
+from affine_homotopy.report.plotting import preorder_graphs, save_figure
+from affine_homotopy.jobs.runner import keyed_inputs, run
+from affine_homotopy.core.stats import median_summary
 
 
 def main(snakemake):

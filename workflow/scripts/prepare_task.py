@@ -2,9 +2,10 @@
 
 import logging
 
-from affine_homotopy.io import fingerprint_frame, write_json, write_parquet
-from affine_homotopy.runner import run
-from affine_homotopy.tasks import load_task_split, task_info
+from affine_homotopy.jobs.io import fingerprint_frame, write_json, write_parquet
+from affine_homotopy.jobs.runner import run
+from affine_homotopy.models.task_data import load_task_split
+from affine_homotopy.study.tasks import task_info
 
 
 def main(snakemake):

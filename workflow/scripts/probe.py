@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from affine_homotopy.io import read_embeddings, write_csv
-from affine_homotopy.probes import fit_random_probes, fit_softmax_probe, random_labels, save_probe_file, score
-from affine_homotopy.runner import run
-from affine_homotopy.tasks import task_info
+from affine_homotopy.jobs.io import read_embeddings, write_csv
+from affine_homotopy.core.probes import fit_random_probes, fit_softmax_probe, random_labels, score
+from affine_homotopy.jobs.probe_files import save_probe_file
+from affine_homotopy.jobs.runner import run
+from affine_homotopy.study.tasks import task_info
 
 
 def main(snakemake):

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from affine_homotopy.io import write_csv
-from affine_homotopy.runner import run
+from affine_homotopy.jobs.io import write_csv
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

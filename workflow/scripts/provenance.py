@@ -1,8 +1,8 @@
 """Write results/<run>/provenance.json."""
 
-from affine_homotopy.io import write_json
-from affine_homotopy.provenance import collect, stage_environments
-from affine_homotopy.runner import run
+from affine_homotopy.jobs.io import write_json
+from affine_homotopy.jobs.provenance import collect, stage_environments
+from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):

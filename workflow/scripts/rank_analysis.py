@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from affine_homotopy.analysis import rank_analysis
-from affine_homotopy.io import read_matrix, write_csv
-from affine_homotopy.plotting import rank_vs_distance, save_figure
-from affine_homotopy.runner import keyed_inputs, run
+from affine_homotopy.report.analysis import rank_analysis
+from affine_homotopy.jobs.io import read_matrix, write_csv
+from affine_homotopy.report.plotting import rank_vs_distance, save_figure
+from affine_homotopy.jobs.runner import keyed_inputs, run
 
 
 def main(snakemake):

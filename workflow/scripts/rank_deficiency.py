@@ -2,10 +2,11 @@
 
 import logging
 
-from affine_homotopy.analysis import rank_deficiency
-from affine_homotopy.io import read_embeddings, write_csv
-from affine_homotopy.linalg import DTYPES, select_device
-from affine_homotopy.runner import keyed_inputs, run
+from affine_homotopy.report.analysis import rank_deficiency
+from affine_homotopy.jobs.io import read_embeddings, write_csv
+from affine_homotopy.core.linalg import DTYPES
+from affine_homotopy.jobs.devices import select_device
+from affine_homotopy.jobs.runner import keyed_inputs, run
 
 log = logging.getLogger("affine_homotopy.job")
 

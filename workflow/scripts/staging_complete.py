@@ -5,9 +5,9 @@ lock of resolved commits when there is none yet, or when asked to (update_lock).
 import logging
 from pathlib import Path
 
-from affine_homotopy.io import read_json, write_json
-from affine_homotopy.lock import build_lock, write_lock
-from affine_homotopy.runner import run
+from affine_homotopy.jobs.io import read_json, write_json
+from affine_homotopy.study.lock import build_lock, write_lock
+from affine_homotopy.jobs.runner import run
 
 log = logging.getLogger("staging_complete")
 

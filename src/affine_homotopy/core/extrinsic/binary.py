@@ -1,0 +1,419 @@
+"""Certified fixed-classifier distances for two-class tasks.
+
+For ``C = 2``, ``softmax(z) = (s, 1 - s)`` with ``s = sigmoid(z_1 - z_2)``, so the error of a map
+``psi`` on example ``n`` is ``||softmax(psi(x_n)) - p_n||_2 = sqrt(2) |sigmoid(u_n) - q_n|`` with
+``u_n = z_1 - z_2`` the map's logit gap and ``q_n = p_{n,1}``. As ``psi`` ranges over the affine maps
+of the source, ``u`` ranges over every affine function ``u_n = a . x_n + b``, so
+
+    d = sqrt(2) t*,   t* = min_{a, b} max_n |sigmoid(a . x_n + b) - q_n|.
+
+Since sigmoid is increasing, ``|sigmoid(u_n) - q_n| <= t`` is the slab
+``lo_n(t) = logit(q_n - t) <= u_n <= logit(q_n + t) = hi_n(t)`` (a side is absent when
+``q_n - t <= 0`` or ``q_n + t >= 1``): for each level ``t`` the feasible maps form a polyhedron
+growing with ``t``, and the problem is quasiconvex.
+
+Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
+    At a level ``t`` and on a working set ``W`` of half-spaces (row ``n``, side hi or lo), solve the
+    Chebyshev LP in logit space
+
+        s(t) = min_{w, s} s  s.t.  A_n w - s <= hi_n(t)  ((n, hi) in W),  A_n w + s >= lo_n(t)  ((n, lo) in W)
+
+    with ``A = [Z, 1]`` (``Z`` the source's whitened, rank-ruled basis: the family of maps of the
+    whole project) by HiGHS's dual simplex, warm-started: a new level or a new classifier changes
+    only row bounds, and added half-spaces add rows, so the last basis stays dual feasible.
+
+    * **Upper bound**: every LP's map ``w`` is scored on all ``N`` rows; ``upper`` is the smallest
+      largest error seen, attained by an explicit map.
+    * **Lower bound**: the LP's row duals ``y`` (``y <= 0`` on hi rows, ``>= 0`` on lo rows,
+      ``A_W^T y = 0``) do not depend on ``t``. Summing the constraints with them gives, for every
+      ``(w, s)`` feasible for the *full* problem at any level ``t'`` (``W`` is a subset of its
+      constraints), ``kappa s >= g(t') = sum_hi y_r hi_r(t') + sum_lo y_r lo_r(t')`` with
+      ``kappa = sum |y_r|``. ``g`` is strictly decreasing, so no map reaches level ``t' < root(g)``:
+      ``t* >= root(g)``. ``lower`` is the largest root seen.
+    * **Next level**: ``t = lower``; when the optimal dual vertex at ``t`` stays optimal at ``t*``,
+      ``root(g) = t*`` exactly (Newton on ``s(t) = max over dual vertices of g_y(t)``): 2-5 LPs.
+    * **Working set**: after each LP all rows are checked at the LP's level; half-spaces violated by
+      more than ``s`` join (those the best map gets most wrong first). Nothing about validity
+      depends on ``W`` being complete. The initial set is both sides of the worst rows of the best
+      start map (one-sided sets of near-duplicate rows can be unbounded).
+
+    Stop when ``upper - lower <= tol * upper`` or ``upper <= atol`` (float rounding of an exact fit).
+
+Validity: the certificate is for the rank-ruled family of maps (as ``d_aff``'s) and trusts HiGHS's
+duals up to ``cert_residual = max |A_W^T y| / ||y||_1`` (recorded, about 1e-14 to 1e-11), which is
+not propagated into the bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from ...errors import NumericalError
+
+log = logging.getLogger(__name__)
+
+SQRT2 = math.sqrt(2.0)
+S_FLOOR = -50.0  # logit units: keeps an unbounded working set's LP bounded (then detected below)
+
+
+def class_one_probabilities(logit_gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(q, 1 - q)`` for a two-class softmax with logit gap ``z_1 - z_2``, each computed directly
+    (no cancellation in ``1 - q`` when ``q`` is near 1)."""
+    gap = np.asarray(logit_gap, dtype=np.float64)
+    return expit(gap), expit(-gap)
+
+
+class BinaryTarget:
+    """The class-one probabilities ``q`` of one classifier, with ``1 - q`` kept separately, and the
+    slab bounds ``lo_n(t)``, ``hi_n(t)`` in logit units."""
+
+    def __init__(self, q: np.ndarray, q_complement: np.ndarray) -> None:
+        self.q = np.asarray(q, dtype=np.float64)
+        self.qc = np.asarray(q_complement, dtype=np.float64)
+
+    def hi(self, t: float, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        q, qc = self.q[rows], self.qc[rows]
+        out = np.full(q.shape, np.inf)
+        inside = qc - t > 0
+        out[inside] = np.log(q[inside] + t) - np.log(qc[inside] - t)
+        return out
+
+    def lo(self, t: float, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        q, qc = self.q[rows], self.qc[rows]
+        out = np.full(q.shape, -np.inf)
+        inside = q - t > 0
+        out[inside] = np.log(q[inside] - t) - np.log(qc[inside] + t)
+        return out
+
+    def signed_errors(self, u: np.ndarray) -> np.ndarray:
+        """``sigmoid(u_n) - q_n``, from the nearer tail of the sigmoid for accuracy."""
+        out = np.empty_like(u)
+        positive = u >= 0
+        out[positive] = self.qc[positive] - expit(-u[positive])  # sigmoid(u) - q = (1 - q) - sigmoid(-u)
+        out[~positive] = expit(u[~positive]) - self.q[~positive]
+        return out
+
+    def errors(self, u: np.ndarray) -> np.ndarray:
+        return np.abs(self.signed_errors(u))
+
+
+def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np.ndarray) -> tuple[float, float]:
+    """``(root, t_end)``: the largest ``t`` with ``g(t) > 0``, ``g(t) = sum_hi y_r hi_r(t) + sum_lo y_r
+    lo_r(t)`` (module docstring), 0 when ``g(0) <= 0`` or no row carries a dual; and the end of
+    ``g``'s domain. ``y`` is first cleaned to the valid signs (hi <= 0, lo >= 0). ``g`` is finite and
+    decreasing on ``[0, t_end)`` and ``-inf`` beyond: ``t_end`` is the level where a used half-space
+    disappears (``q_n - t`` or ``1 - q_n - t`` reaches 0), so a root at ``t_end`` says nothing of
+    higher levels (the iteration then probes just above it)."""
+    y = np.where(hi_side, np.minimum(y, 0.0), np.maximum(y, 0.0))
+    used = y != 0
+    if not used.any():
+        return 0.0, math.inf
+    y, hi_side, rows = y[used], hi_side[used], rows[used]
+    q, qc = target.q[rows], target.qc[rows]
+    t_end = min(np.min(qc[hi_side], initial=np.inf), np.min(q[~hi_side], initial=np.inf))
+    if not math.isfinite(t_end):
+        return 0.0, math.inf
+
+    def g(t: float) -> float:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            upper = np.log(q[hi_side] + t) - np.log(qc[hi_side] - t)
+            lower = np.log(q[~hi_side] - t) - np.log(qc[~hi_side] + t)
+        value = float(y[hi_side] @ upper + y[~hi_side] @ lower)
+        return -math.inf if math.isnan(value) else value
+
+    if not g(0.0) > 0.0:
+        return 0.0, float(t_end)
+    low, high = 0.0, float(t_end)
+    while True:  # bisection to the last representable bit (terminates: the interval halves)
+        middle = 0.5 * (low + high)
+        if middle <= low or middle >= high:
+            return low, float(t_end)
+        if g(middle) > 0.0:
+            low = middle
+        else:
+            high = middle
+
+
+class ChebyshevLP:
+    """The Chebyshev LP of one source on a growing set of half-spaces: one persistent HiGHS model.
+
+    A half-space is a row of ``A = [Z, 1]`` with a side; its bound depends on the classifier and the
+    level only, so one model serves every level and every classifier of a pair (warm starts), and
+    the rows of any classifier stay valid constraints for every other (each is one of the full
+    problem's rows).
+    """
+
+    def __init__(self, design: np.ndarray, label: str = "") -> None:
+        import highspy  # the official HiGHS bindings: warm-started dual simplex (see the module docstring)
+
+        self.highspy = highspy
+        self.design = design
+        self.label = label
+        n, columns = design.shape
+        solver = highspy.Highs()
+        for option, value in (("output_flag", False), ("presolve", "off"), ("solver", "simplex"),
+                              ("simplex_strategy", 1), ("threads", 1), ("random_seed", 0),
+                              ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
+                              ("simplex_dual_edge_weight_strategy", 1),  # devex
+                              # a deterministic cap (a few hundred pivots are typical): past it the LP is
+                              # solved again from scratch, then reported as a NumericalError (a warm
+                              # model is first replaced by a fresh one: FixedClassifierSolver)
+                              ("simplex_iteration_limit", 20_000)):
+            solver.setOptionValue(option, value)
+        self.inf = highspy.kHighsInf
+        cost = np.zeros(columns + 1)
+        cost[columns] = 1.0  # minimise s, the last column
+        lower = np.full(columns + 1, -self.inf)
+        lower[columns] = S_FLOOR
+        solver.addCols(columns + 1, cost, lower, np.full(columns + 1, self.inf), 0,
+                       np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+        self.solver = solver
+        self.columns = columns
+        self.rows = np.zeros(0, dtype=np.int64)  # LP row k is half-space (rows[k], hi_side[k])
+        self.hi_side = np.zeros(0, dtype=bool)
+        self.member = np.zeros((n, 2), dtype=bool)  # member[n, 0/1]: row n's hi/lo side is in the LP
+        self.lps = 0
+        self.fallbacks = 0  # solves finished by the interior-point method after the simplex stalled
+        self.simplex_iterations = 0
+        self.last_dual: np.ndarray | None = None
+
+    def _finite(self, values: np.ndarray) -> np.ndarray:
+        return np.where(np.isfinite(values), values, np.copysign(self.inf, values))
+
+    def add(self, rows: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, t: float) -> None:
+        """Add half-spaces (skipping those already in), with bounds at level ``t``."""
+        fresh = ~self.member[rows, np.where(hi_side, 0, 1)]
+        rows, hi_side = rows[fresh], hi_side[fresh]
+        if rows.size == 0:
+            return
+        keep = np.unique(np.stack([rows, hi_side]), axis=1)  # also drops duplicates within the call
+        rows, hi_side = keep[0].astype(np.int64), keep[1].astype(bool)
+        sign = np.where(hi_side, -1.0, 1.0)
+        values = np.hstack([self.design[rows], sign[:, None]]).ravel()
+        width = self.columns + 1
+        indices = np.tile(np.arange(width, dtype=np.int32), rows.size)
+        starts = np.arange(rows.size, dtype=np.int32) * width
+        lower = np.where(hi_side, -np.inf, target.lo(t, rows))
+        upper = np.where(hi_side, target.hi(t, rows), np.inf)
+        self.solver.addRows(rows.size, self._finite(lower), self._finite(upper), values.size, starts, indices, values)
+        self.member[rows, np.where(hi_side, 0, 1)] = True
+        self.rows = np.concatenate([self.rows, rows])
+        self.hi_side = np.concatenate([self.hi_side, hi_side])
+
+    def crash(self, nonbasic: np.ndarray) -> None:
+        """An advanced start: every column basic, LP rows ``nonbasic`` (one per column) at the bound of
+        their side; the vertex where the start map's worst rows are active (speed only)."""
+        highspy = self.highspy
+        status = [highspy.HighsBasisStatus.kBasic] * self.rows.size
+        for k in nonbasic.tolist():
+            status[k] = highspy.HighsBasisStatus.kUpper if self.hi_side[k] else highspy.HighsBasisStatus.kLower
+        basis = self.solver.getBasis()
+        basis.col_status = [highspy.HighsBasisStatus.kBasic] * (self.columns + 1)
+        basis.row_status = status
+        basis.valid = True
+        self.solver.setBasis(basis)
+
+    def set_level(self, target: BinaryTarget, t: float) -> None:
+        lower = np.where(self.hi_side, -np.inf, target.lo(t, self.rows))
+        upper = np.where(self.hi_side, target.hi(t, self.rows), np.inf)
+        count = self.rows.size
+        self.solver.changeRowsBounds(count, np.arange(count, dtype=np.int32), self._finite(lower), self._finite(upper))
+
+    def solve(self) -> tuple[np.ndarray, float, np.ndarray]:
+        """``(w, s, row duals)``; a status other than optimal is retried from scratch, then by the
+        interior-point method with crossover (a degenerate LP can stall the dual simplex: seen on a
+        real pair), then a NumericalError naming the problem (this LP is always feasible and bounded
+        by ``S_FLOOR``)."""
+        status = None
+        for attempt in range(3):
+            if attempt:
+                self.solver.clearSolver()
+            if attempt == 2:
+                self.solver.setOptionValue("solver", "ipm")
+                self.solver.setOptionValue("run_crossover", "on")
+                self.fallbacks += 1
+            try:
+                self.solver.run()
+            finally:
+                if attempt == 2:
+                    self.solver.setOptionValue("solver", "simplex")
+            status = self.solver.getModelStatus()
+            if status == self.highspy.HighsModelStatus.kOptimal:
+                break
+        else:
+            raise NumericalError(f"the certified extrinsic LP of {self.label} ended with HiGHS status "
+                                 f"'{self.solver.modelStatusToString(status)}' (expected optimal); nothing was "
+                                 "written")
+        self.lps += 1
+        self.simplex_iterations += int(self.solver.getInfo().simplex_iteration_count)
+        solution = self.solver.getSolution()
+        x = np.asarray(solution.col_value)
+        self.last_dual = np.asarray(solution.row_dual)
+        return x[: self.columns], float(x[self.columns]), self.last_dual
+
+    def prune(self) -> None:
+        """Drop the half-spaces whose dual was 0 at the last solve (the basis stays valid: their rows
+        were basic), keeping a small warm start for the next, similar classifier."""
+        if self.last_dual is None or self.rows.size <= self.columns + 1:
+            return
+        drop = np.zeros(self.rows.size, dtype=bool)
+        drop[: self.last_dual.size] = self.last_dual == 0
+        if not drop.any():
+            return
+        indices = np.flatnonzero(drop).astype(np.int32)
+        self.solver.deleteRows(indices.size, indices)
+        self.member[self.rows[drop], np.where(self.hi_side[drop], 0, 1)] = False
+        self.rows, self.hi_side = self.rows[~drop], self.hi_side[~drop]
+        self.last_dual = self.last_dual[~drop[: self.last_dual.size]]
+
+
+def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, temperatures=(0.3, 0.1, 0.03, 0.01),
+                     iterations: int = 40) -> np.ndarray:
+    """A near-minimax start: L-BFGS on ``tau E^2 logsumexp(e_n^2 / (E^2 tau))`` over all rows (``e_n``
+    the probability errors, ``E`` the start's largest), ``tau`` annealed. Speed only: the certified
+    interval does not rest on it (a better start means a smaller working set and fewer LPs)."""
+    from scipy.optimize import minimize
+    from scipy.special import logsumexp, softmax
+
+    q = target.q
+    for tau in temperatures:
+        scale = max(float(target.errors(A @ w).max()) ** 2 * tau, 1e-30)
+
+        def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
+            u = A @ w
+            sigma = expit(u)
+            e = sigma - q
+            z = e * e / scale
+            return scale * float(logsumexp(z)), A.T @ (softmax(z) * 2.0 * e * sigma * (1.0 - sigma))
+
+        w = minimize(objective, w, jac=True, method="L-BFGS-B",
+                     options={"maxiter": iterations, "gtol": 1e-12, "ftol": 1e-15}).x
+    return w
+
+
+@dataclass
+class CertifiedDistance:
+    """``d`` of one fixed classifier in ``[lower, upper]``; ``upper`` is attained by the logit-gap map
+    ``u = A @ coef`` (``A = [Z, 1]``)."""
+
+    lower: float
+    upper: float
+    coef: np.ndarray  # (r + 1,)
+    lps: int
+    stop: str  # "tol" | "floor" | "dominated" | "stalled" | "max_lp"
+    cert_residual: float = 0.0
+
+    @property
+    def gap(self) -> float:
+        """Relative gap ``(upper - lower) / upper`` (0 for an exact fit)."""
+        return (self.upper - self.lower) / self.upper if self.upper > 0 else 0.0
+
+
+def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
+            max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None,
+            smooth: bool = True, dominated_below: float = -math.inf) -> CertifiedDistance:
+    """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
+
+    ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
+    working set; nothing about validity rests on them). ``tol`` relative, ``atol`` absolute (in
+    ``d`` units): the stopping tests. ``lp`` may already hold half-spaces (of another classifier or
+    level of the same source): they stay, as valid constraints.
+    """
+    A = lp.design
+    n, columns = A.shape
+    lps_before = lp.lps
+    tol_t, atol_t = tol, atol / SQRT2
+    # a start with a non-finite coefficient (an overflowed fit) scores nothing: the zero map stands in
+    starts = [w for w in starts if np.isfinite(w).all()] or [np.zeros(columns)]
+    scored = [(float(target.errors(A @ w).max()), k) for k, w in enumerate(starts)]
+    upper_t, best = min(scored)
+    coef = starts[best]
+    if SQRT2 * upper_t <= dominated_below and upper_t > atol_t:  # before the smooth start: it only lowers upper
+        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
+    if smooth and upper_t > atol_t:
+        smoothed = smooth_max_start(A, target, coef)
+        if target.errors(A @ smoothed).max() < upper_t:
+            coef = smoothed
+            upper_t = float(target.errors(A @ coef).max())
+    errors = target.errors(A @ coef)
+    lower_t = 0.0
+    residual = 0.0
+    if upper_t <= atol_t:
+        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "floor")
+    if SQRT2 * upper_t <= dominated_below:
+        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
+    # the start map's worst rows on the side they violate; with many rows per column both sides
+    # (one-sided sets of near-duplicate rows can leave s unbounded)
+    both_sides = n > 10 * columns
+    working_rows = min(n, working_rows or (2 * columns if both_sides else int(1.3 * columns) + 1))
+    added_per_lp = added_per_lp or max(32, columns // 2)
+    t = upper_t
+    worst = np.argsort(-errors, kind="stable")[:working_rows]
+    fresh = lp.rows.size == 0
+    signed = target.signed_errors(A @ coef)
+    if both_sides:
+        lp.add(np.concatenate([worst, worst]), np.repeat([True, False], worst.size), target, t)
+    else:
+        lp.add(worst, signed[worst] > 0, target, t)
+    lp.set_level(target, t)
+    if fresh and worst.size >= columns + 1:
+        # crash: the columns + 1 worst rows active at their violated side (HiGHS's own start is the
+        # all-slack basis, which needs a pivot for every column first)
+        position = {(int(r), bool(h)): k for k, (r, h) in enumerate(zip(lp.rows, lp.hi_side))}
+        lp.crash(np.array([position[(int(r), bool(signed[r] > 0))] for r in worst[: columns + 1]]))
+    made_two_sided = False
+    stop = "max_lp"
+    for _ in range(max_lp):
+        w, s, y = lp.solve()
+        u = A @ w
+        lp_errors = target.errors(u)
+        if lp_errors.max() < upper_t:
+            upper_t, coef, errors = float(lp_errors.max()), w, lp_errors
+        root, t_end = dual_root(y, lp.hi_side, target, lp.rows)
+        if root > lower_t:
+            lower_t = min(root, upper_t)
+            signed = np.where(lp.hi_side, np.minimum(y, 0.0), np.maximum(y, 0.0))
+            residual = float(np.abs(A[lp.rows].T @ signed).max() / max(np.abs(signed).sum(), 1e-300))
+        if upper_t - lower_t <= tol_t * upper_t:
+            stop = "tol"
+            break
+        if upper_t <= atol_t:
+            stop = "floor"
+            break
+        if SQRT2 * upper_t <= dominated_below:
+            stop = "dominated"
+            break
+        if s <= S_FLOOR * (1 - 1e-9) and not made_two_sided:
+            # the working set does not bound s (no certificate possible): both sides of every row
+            lp.add(np.concatenate([lp.rows, lp.rows]), np.repeat([True, False], lp.rows.size), target, t)
+            made_two_sided = True
+            continue
+        # half-spaces outside the LP violated at this level by more than s
+        over_hi = u - target.hi(t)
+        over_lo = target.lo(t) - u
+        over_hi[lp.member[:, 0]] = -np.inf
+        over_lo[lp.member[:, 1]] = -np.inf
+        threshold = s + 1e-9 * max(1.0, abs(s))
+        violated_hi, violated_lo = np.flatnonzero(over_hi > threshold), np.flatnonzero(over_lo > threshold)
+        t_next = max(lower_t, 0.5 * t)
+        if root >= t_end * (1 - 1e-9):
+            # the root sits where a used half-space disappears: probe just above that level
+            t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7)))
+        if violated_hi.size + violated_lo.size:
+            rows = np.concatenate([violated_hi, violated_lo])
+            hi_side = np.concatenate([np.ones(violated_hi.size, bool), np.zeros(violated_lo.size, bool)])
+            # those the best map also gets most wrong first: they are near-active at the optimum
+            pick = np.argsort(-errors[rows], kind="stable")[:added_per_lp]
+            lp.add(rows[pick], hi_side[pick], target, t)
+        elif t_next == t:
+            stop = "stalled"  # a complete working set and no progress: the LP's accuracy limit
+            break
+        if t_next != t:
+            t = t_next
+        lp.set_level(target, t)
+    return CertifiedDistance(SQRT2 * lower_t, SQRT2 * upper_t, coef, lp.lps - lps_before, stop, residual)

@@ -1,0 +1,195 @@
+"""Projected CPU time of a study: a per-stage cost model measured on this project's machine.
+
+Each stage of the pairwise rules costs, per unit of work, ::
+
+    seconds(N, D) = seconds_ref * (N / N_REF) ** n_exponent * (D / D_REF) ** d_exponent
+
+single-thread CPU seconds, ``N`` the fit split's examples and ``D`` the representation width. The
+units are what the rules repeat: an encoder (factorisation, once per job), an ordered pair (d_aff,
+d_lin, the baselines, d_psi, the worst-case search), a classifier of a pair (d_worst), an encoder's
+layer (the task probe) and a random-label classifier of an encoder's layer. How often each unit
+occurs follows from the config (:func:`project`): K encoders give K (K - 1) ordered pairs per task
+and layer, so the pairwise stages grow as K^2 and the per-encoder ones as K (counted, not fitted).
+
+The coefficients are fitted by ``benchmarks/cost_model.py measure`` (log-log least squares over
+N = 2,000 ... 67,349 real SST-2 embeddings at D = 384, and D = 768 at two sizes; the measurements
+are in ``benchmarks/cost_measurements.csv``), on one core of a shared 2-core machine under the
+solver defaults (``intrinsic.tol`` 1e-3, jacobi) and the probe and worst-case defaults. The
+projection assumes: the same per-core rate, CPU-bound jobs, and for the pairwise stages the
+largest width in the study (an upper estimate when widths differ). The embedding rule is not
+projected (a forward pass: ``benchmarks/embedding_throughput.py`` measures it per model).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.measures import BASELINES, DEFAULT_SELECTION, extrinsic_selection, random_classifiers_needed
+
+N_REF, D_REF = 10_000, 384
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """One stage's single-thread CPU seconds per ``unit`` at (N_REF, D_REF) and its growth exponents."""
+
+    seconds_ref: float
+    n_exponent: float
+    d_exponent: float
+    unit: str
+
+    def seconds(self, n: int, width: int) -> float:
+        return self.seconds_ref * (n / N_REF) ** self.n_exponent * (width / D_REF) ** self.d_exponent
+
+
+# fitted by benchmarks/cost_model.py (measure, then fit) from benchmarks/cost_measurements.csv; d_worst's
+# points mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target, hence its larger residual.
+# d_psi and d_worst: the former estimator's rows times the certified solver's CPU ratio measured side by
+# side in one process at each N (`cost_model.py speedup`, benchmarks/extrinsic_cost_ratios.csv), then fitted.
+# d_worst_search: one certified measurement (N = 2,000, the default budget of 16 aimed classifiers and 10
+# steps: 184 CPU s per pair at load 4.5, where the unchanged task probe took 2.6x its former row), so the
+# former fit scaled by 184 / 3.41 / 2.6 = 21, its exponents kept (an estimate; the search is opt-in)
+STAGE_COSTS: dict[str, StageCost] = {
+    "factorise": StageCost(0.367, 0.80, 1.87, "encoder"),
+    "d_aff": StageCost(6.7, 0.94, 2.02, "ordered pair"),  # re-measured with the working set (2026-12-01, load 9-15)
+    "d_lin": StageCost(8.95, 1.40, 1.42, "ordered pair"),
+    "baselines": StageCost(0.286, 0.68, 2.24, "ordered pair"),
+    "task_probe": StageCost(12.6, 0.99, 1.71, "encoder layer"),
+    "random_probe": StageCost(0.0993, 1.07, 0.58, "random classifier of an encoder layer"),
+    "d_psi": StageCost(4.52, 0.88, 1.55, "ordered pair"),
+    "d_worst": StageCost(0.167, 0.78, 1.14, "random classifier of an ordered pair"),
+    "d_worst_search": StageCost(271.0, 0.84, 1.00, "ordered pair"),
+}
+
+def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, float, float]:
+    """``(seconds_ref, n_exponent, d_exponent, rms_log_residual)`` from timings ``(N, D, seconds)``.
+
+    The N exponent and ``seconds_ref`` come from a log-log least-squares line through the points at
+    ``D_REF``; the D exponent is the mean of ``log(t / line(N)) / log(D / D_REF)`` over the other
+    points (0 without any). The residual is the RMS of the line's log residuals."""
+    base = [(n, t) for n, d, t in points if d == D_REF and t > 0]
+    if len({n for n, _ in base}) < 2:
+        raise ValueError(f"fitting a stage needs timings at two or more N at D = {D_REF}; got {list(points)}")
+    x = np.log([n / N_REF for n, _ in base])
+    y = np.log([t for _, t in base])
+    alpha, log_a = np.polyfit(x, y, 1)
+    residual = float(np.sqrt(np.mean((y - (alpha * x + log_a)) ** 2)))
+    wide = [(n, d, t) for n, d, t in points if d != D_REF and t > 0]
+    betas = [(math.log(t) - (log_a + alpha * math.log(n / N_REF))) / math.log(d / D_REF) for n, d, t in wide]
+    return float(math.exp(log_a)), float(alpha), float(np.mean(betas)) if betas else 0.0, residual
+
+
+# the stages of the intrinsic rule (at every configured layer); the probe and extrinsic stages run at
+# the extrinsic layers (extrinsic.layers), the factorisation in both all-pairs rules
+INTRINSIC_RULE_STAGES = ("d_aff", "d_lin", "baselines")
+# the settings the coefficients were measured under; other settings scale the stages linearly
+MEASURED_SETTINGS = {"l2_grid": 4, "max_iter": 500, "epochs": 20, "learning_rates": 4, "search_work": 26}
+
+
+@dataclass
+class Projection:
+    """Projected single-thread CPU seconds per rule and per stage (sums over the study's jobs)."""
+
+    rules: dict[str, float]
+    stages: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.rules.values())
+
+    @property
+    def dominant_stage(self) -> str:
+        return max(self.stages, key=lambda s: self.stages[s])
+
+    def summary(self, cores: int = 1) -> str:
+        hours = {rule: seconds / 3600 / cores for rule, seconds in self.rules.items() if seconds}
+        parts = ", ".join(f"{rule} {value:.3g} h" for rule, value in sorted(hours.items(), key=lambda kv: -kv[1]))
+        return (f"{self.total / 3600 / cores:.3g} h on {cores} core(s) ({parts}; dominant stage: "
+                f"{self.dominant_stage})")
+
+
+def project(
+    config: Mapping[str, Any], widths: Mapping[str, int], train_sizes: Mapping[str, int], n_layers: int,
+    rank_deficiency_copies: int = 0, costs: Mapping[str, StageCost] | None = None,
+    extrinsic_layers: int | None = None,
+) -> Projection:
+    """Projected CPU time of a validated config (schema defaults filled in).
+
+    ``widths``: encoder -> D; ``train_sizes``: task -> N of the fit split; ``n_layers``: positions
+    per encoder (the intrinsic rule runs at each); ``extrinsic_layers``: positions the probe and
+    extrinsic rules run at (None: ``len(extrinsic.layers)``, or ``n_layers`` when that is null);
+    ``rank_deficiency_copies``: truncated copies in the rank-deficiency grid (group size times levels;
+    0 without it). Only the measures selected are counted: ``intrinsic.measures`` (``d_lin`` and the
+    baselines are stages of their own) and ``extrinsic.measures`` (``d_worst`` with its random-label
+    probes, and ``d_worst_search``; ``d_psi`` always). Rules: ``intrinsic`` and ``extrinsic`` (one job
+    per task and layer), ``probe`` (per encoder and task, all extrinsic layers), ``rank_deficiency``
+    (per task). ``embed`` is not projected (see the module docstring).
+    """
+    costs = STAGE_COSTS if costs is None else costs
+    names = list(widths)
+    k = len(names)
+    pairs = k * (k - 1)
+    width = max(widths.values()) if widths else D_REF
+    probe, extrinsic = config["probe"], config["extrinsic"]
+    random_probes, search = extrinsic["random_probes"], extrinsic["worst_search"]
+    # the random-label probes are fitted (and d_worst evaluates them) only when d_worst is selected
+    n_random = random_classifiers_needed(config)
+    chosen = extrinsic_selection(config)
+    worst = 1.0 if "d_worst" in chosen else 0.0
+    searched = 1.0 if "d_worst_search" in chosen else 0.0
+    if extrinsic_layers is None:
+        extrinsic_layers = n_layers if extrinsic.get("layers") is None else len(extrinsic["layers"])
+    task_probe_scale = len(probe["l2_grid"]) * probe["max_iter"] / (
+        MEASURED_SETTINGS["l2_grid"] * MEASURED_SETTINGS["max_iter"])
+    if random_probes.get("method", "sgd") == "sgd":
+        random_scale = random_probes["epochs"] * len(random_probes["learning_rates"]) / (
+            MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
+    else:  # L-BFGS: random_max_iter iterations against SGD's 80 epochs over the data
+        random_scale = probe["random_max_iter"] / (MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
+    # the search runs with or without random classifiers (from the task probe); 0 steps and 0 candidates: none
+    search_scale = (search["steps"] + search["candidates"]) / MEASURED_SETTINGS["search_work"]
+    # the intrinsic stage runs the selected measures only (intrinsic.measures; d_lin is opt-in)
+    selection = set(config.get("intrinsic", {}).get("measures", DEFAULT_SELECTION))
+    lin = 1.0 if "d_lin" in selection else 0.0
+    baselines = 1.0 if selection & set(BASELINES) else 0.0
+    stages = dict.fromkeys(costs, 0.0)
+    rules = {"intrinsic": 0.0, "probe": 0.0, "extrinsic": 0.0, "rank_deficiency": 0.0}
+    for n in train_sizes.values():
+        per_layer = {
+            "factorise": 2 * sum(costs["factorise"].seconds(n, d) for d in widths.values()),  # both rules
+            "d_aff": pairs * costs["d_aff"].seconds(n, width),
+            "d_lin": lin * pairs * costs["d_lin"].seconds(n, width),
+            "baselines": baselines * pairs * costs["baselines"].seconds(n, width),
+            "task_probe": task_probe_scale * sum(costs["task_probe"].seconds(n, d) for d in widths.values()),
+            "random_probe": random_scale * n_random * sum(costs["random_probe"].seconds(n, d) for d in widths.values()),
+            "d_psi": pairs * costs["d_psi"].seconds(n, width),
+            "d_worst": worst * pairs * n_random * costs["d_worst"].seconds(n, width),
+            "d_worst_search": searched * search_scale * pairs * costs["d_worst_search"].seconds(n, width),
+        }
+        # the intrinsic rule runs at every configured layer, the probe and extrinsic rules at the extrinsic ones
+        intrinsic_part = per_layer["factorise"] / 2 + per_layer["d_aff"] + per_layer["d_lin"] + per_layer["baselines"]
+        probe_part = per_layer["task_probe"] + per_layer["random_probe"]
+        extrinsic_part = (per_layer["factorise"] / 2 + per_layer["d_psi"] + per_layer["d_worst"]
+                          + per_layer["d_worst_search"])
+        for stage, seconds in per_layer.items():
+            if stage == "factorise":  # once in each of the two all-pairs rules
+                stages[stage] += (n_layers + extrinsic_layers) * seconds / 2
+            elif stage in INTRINSIC_RULE_STAGES:
+                stages[stage] += n_layers * seconds
+            else:
+                stages[stage] += extrinsic_layers * seconds
+        rules["intrinsic"] += n_layers * intrinsic_part
+        rules["probe"] += extrinsic_layers * probe_part
+        rules["extrinsic"] += extrinsic_layers * extrinsic_part
+        copies = rank_deficiency_copies
+        if copies > 1:
+            seconds = (copies * costs["factorise"].seconds(n, width)
+                       + copies * (copies - 1) * costs["d_aff"].seconds(n, width))
+            rules["rank_deficiency"] += seconds
+            stages["d_aff"] += seconds
+    return Projection(rules, stages)

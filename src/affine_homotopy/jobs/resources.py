@@ -1,0 +1,163 @@
+"""Resource estimates per job, from the config alone (no data needs to exist yet).
+
+Snakemake rules call these through small input-function-style lambdas, so that a cluster gets
+sensible ``mem_mb``/``runtime``/``disk_mb`` requests, and every estimate grows linearly with the
+retry ``attempt``. Sizes that the config does not fix are taken from what is known about the
+source: GLUE split sizes for ``glue`` tasks, the line count of a ``glue_dir`` file, a model's
+``config.json`` for local models, and BERT-base's width (768) and depth (12) for hub models that are
+not downloaded yet. Memory and disk are deliberately generous upper estimates; the run times of the
+intrinsic, extrinsic, probe and rank-deficiency jobs come from the measured cost model
+(:mod:`affine_homotopy.jobs.cost`, one job's projection times :data:`RUNTIME_SAFETY`), the embedding
+jobs' from a throughput estimate (the cost model does not project the forward pass).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..study.model_lookup import base_encoder, local_model_dir
+from .cost import Projection, project
+from ..study.layers import layer_positions
+from ..study.tasks import glue_dir_files
+
+GLUE_SIZES = {  # (train, dev) examples of nyu-mll/glue; MNLI dev = validation_matched
+    "sst2": (67_349, 872), "mrpc": (3_668, 408), "rte": (2_490, 277),
+    "cola": (8_551, 1_043), "mnli": (392_702, 9_815), "qqp": (363_846, 40_430),
+}
+DEFAULT_WIDTH = 768
+DEFAULT_PARAMETERS = 125_000_000  # roughly BERT/RoBERTa-base
+MB = 2**20
+
+
+def task_size(spec: Mapping[str, Any], split: str) -> int:
+    """Number of examples of a task split as the workflow will use it."""
+    cap = spec.get("n_train") if split == "train" else spec.get("n_dev")
+    if spec["source"] == "synthetic":
+        return int(cap)
+    if spec["source"] == "glue_dir":
+        path = glue_dir_files(spec["path"], spec["glue_task"])[split]
+        with open(path, "rb") as handle:
+            lines = sum(1 for _ in handle) - 1  # header (CoLA has none: one line too few, harmless)
+        full = max(lines, 1)
+    else:
+        full = GLUE_SIZES[spec["glue_task"]][0 if split == "train" else 1]
+    return min(full, int(cap)) if cap else full
+
+
+def encoder_width(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> int:
+    root = base_encoder(name, encoders)
+    folder = local_model_dir(root, encoders[root])
+    if folder is None:
+        return DEFAULT_WIDTH
+    with open(Path(folder) / "config.json") as handle:
+        settings = json.load(handle)
+    # GPT-2-style configs call the width n_embd
+    return int(settings.get("hidden_size") or settings.get("n_embd") or DEFAULT_WIDTH)
+
+
+def _scaled(value: float, attempt: int) -> int:
+    return int(math.ceil(value * max(1, attempt)))
+
+
+# The cost model was measured single-threaded on a shared 2-core machine, within a factor of about 2
+# of the measured times (benchmarks/README.md); a request three times the projection (plus 10 minutes
+# of start-up) leaves room for slower cores and for the fits' error, and grows with each retry.
+RUNTIME_SAFETY = 3.0
+PROJECTED_RULES = ("intrinsic", "extrinsic", "probe", "rank_deficiency")
+
+
+def projected_runtime(config: Mapping[str, Any], rule: str, widths: Mapping[str, int], n_train: int,
+                      n_layers: int = 1, rank_deficiency_copies: int = 0, threads: int = 1,
+                      attempt: int = 1) -> int:
+    """Minutes to request for one job of ``rule`` (one of :data:`PROJECTED_RULES`): the cost model's
+    CPU time for that job (``widths``: the encoders it handles; ``n_layers``: layers in the job),
+    spread over ``threads``, times :data:`RUNTIME_SAFETY`. The job's layers count for every rule (a
+    probe job fits the extrinsic layers, an intrinsic or extrinsic job one layer)."""
+    if rule not in PROJECTED_RULES:
+        raise ValueError(f"the cost model projects {PROJECTED_RULES}, not {rule!r}")
+    seconds = project(config, widths, {"job": n_train}, n_layers, rank_deficiency_copies,
+                      extrinsic_layers=n_layers).rules[rule]
+    return _scaled(10 + RUNTIME_SAFETY * seconds / max(1, threads) / 60, attempt)
+
+
+def embed_resources(n: int, width: int, n_layers: int, attempt: int = 1) -> dict[str, int]:
+    array_mb = n * width * n_layers * 4 / MB
+    return {
+        "mem_mb": _scaled(3000 + 4 * DEFAULT_PARAMETERS / MB + 2 * array_mb, attempt),
+        # CPU throughput of a base model at 128 tokens is ~20 examples/s/core; GPUs are far faster.
+        "runtime": _scaled(10 + n / 20 / 60, attempt),
+        "disk_mb": _scaled(array_mb + 10, 1),
+    }
+
+
+def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int = 8, attempt: int = 1) -> dict[str, int]:
+    """Memory and disk of an all-pairs job (intrinsic, extrinsic, rank deficiency): every encoder's
+    factors (N x D, twice) stay in memory. Run time: :func:`projected_runtime`."""
+    k = len(widths)
+    factors_mb = sum(3 * n * d * itemsize for d in widths) / MB
+    inputs_mb = sum(n * d * 4 for d in widths) / MB
+    return {
+        "mem_mb": _scaled(2000 + factors_mb + inputs_mb + 2 * block_mb, attempt),
+        "disk_mb": _scaled(k * k * n * 8 / MB + 20 * k * k * 20 / MB + 10, 1),
+    }
+
+
+def study_projection(config: Mapping[str, Any]) -> Projection:
+    """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.jobs.cost.project`):
+    the intrinsic rule at every configured layer, the probe and extrinsic rules at ``extrinsic.layers``."""
+    from ..study.validation import extrinsic_layers, rank_deficiency_group
+
+    encoders = config["encoders"]
+    widths = {name: encoder_width(name, encoders) for name in encoders}
+    train_sizes = {task: task_size(spec, "train") for task, spec in config["tasks"].items()}
+    copies = 0
+    if config["analysis"].get("rank_deficiency"):
+        copies = len(rank_deficiency_group(config)) * len(config["analysis"]["rank_deficiency"]["levels"])
+    return project(config, widths, train_sizes, len(layer_positions(config["layers"])), copies,
+                   extrinsic_layers=len(extrinsic_layers(config)))
+
+
+def study_estimate(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Disk for all embeddings and the largest single job's memory, in MB, from the config; and the
+    projected CPU time (``projection``, :func:`study_projection`)."""
+    encoders = config["encoders"]
+    n_layers = len(layer_positions(config["layers"]))  # a list, or {relative: [...]}
+    widths = {name: encoder_width(name, encoders) for name in encoders}
+    disk = 0.0
+    largest = 0.0
+    bytes_per_value = 2 if config["embedding"].get("storage_dtype") == "float16" else 4
+    for spec in config["tasks"].values():
+        n_train, n_dev = task_size(spec, "train"), task_size(spec, "dev")
+        disk += sum((n_train + n_dev) * n_layers * d * bytes_per_value for d in widths.values()) / MB
+        pair = pairwise_resources(n_train, list(widths.values()), config["intrinsic"]["block_mb"])
+        largest = max(largest, pair["mem_mb"])
+        for d in widths.values():
+            largest = max(largest, embed_resources(n_train, d, n_layers)["mem_mb"])
+    return {"embeddings_disk_mb": disk, "largest_job_mem_mb": largest, "projection": study_projection(config)}
+
+
+# Fixed requests for jobs whose size does not grow with the study; generous, and growing with each
+# retry like the estimates above.
+FIXED_RESOURCES = {
+    "marker": {"mem_mb": 1000, "runtime": 10},  # staging markers, provenance, a probe table
+    "table": {"mem_mb": 2000, "runtime": 30},  # statistics, tables and figures (pandas, matplotlib, permutations)
+    "download": {"mem_mb": 4000, "runtime": 120},  # hub downloads: network-bound
+    "data": {"mem_mb": 4000, "runtime": 20},  # one task split as a table (MNLI: 393k rows)
+}
+
+
+def fixed_resources(kind: str, attempt: int = 1) -> dict[str, int]:
+    return {key: _scaled(value, attempt) for key, value in FIXED_RESOURCES[kind].items()}
+
+
+def probe_resources(n_train: int, n_dev: int, width: int, n_layers: int, probe: Mapping[str, Any], n_random: int,
+                    n_classes: int = 3, attempt: int = 1) -> dict[str, int]:
+    """Memory of one encoder's task and random-label probes for every layer (``probe``: the config's
+    ``probe`` section). Run time: :func:`projected_runtime`."""
+    arrays_mb = (n_train + n_dev) * width * n_layers * 4 / MB
+    heads_mb = 4 * n_train * (n_random + 1) * n_classes * 8 / MB  # logits and gradients of all heads, float64
+    return {"mem_mb": _scaled(2000 + 3 * arrays_mb + heads_mb, attempt)}

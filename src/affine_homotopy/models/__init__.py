@@ -1,0 +1,3 @@
+"""Model acquisition: loading and running encoders, derived copies, the synthetic demo models
+and tasks, and staging from the hub, from PyPI and from ONNX exports.
+"""

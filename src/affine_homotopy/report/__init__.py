@@ -1,0 +1,2 @@
+"""Tables and figures: the rank-correlation analysis and the plots.
+"""
