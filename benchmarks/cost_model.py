@@ -2,11 +2,11 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cost_model.py measure [--glue-dir ../shared/glue] [--quick]
-    .venv/bin/python benchmarks/cost_model.py fit        # benchmarks/cost_measurements.csv -> coefficients
-    .venv/bin/python benchmarks/cost_model.py project [--configfile config/paper.yaml] [--cores 32]
-    .venv/bin/python benchmarks/cost_model.py compare --configfile config/real_models.yaml
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/cost_model.py speedup [--sizes 2000 8000]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model measure [--glue-dir ../shared/glue] [--quick]
+    .venv/bin/python -m benchmarks.cost_model fit        # the measurements -> jobs/cost_coefficients.json
+    .venv/bin/python -m benchmarks.cost_model project [--configfile config/paper.yaml] [--cores 32]
+    .venv/bin/python -m benchmarks.cost_model compare --configfile config/real_models.yaml
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model speedup [--sizes 2000 8000]
 
 ``measure`` times every pairwise stage with one thread (CPU seconds, ``time.process_time``) on
 real data: all-MiniLM-L6-v2 embeddings (mean pooling) of the SST-2 training sentences of
@@ -19,48 +19,46 @@ per pair), the task probe (L-BFGS over the default L2 grid, per encoder), the ra
 pair) and d_worst_search (per pair, default 16 aimed candidates and 10 ascent steps). K: the
 pairwise stages are measured per pair; a K = 6 run at N = 2,000 checks that the per-pair cost of
 d_aff does not depend on K. Rows are appended to ``benchmarks/cost_measurements.csv`` with the
-machine, thread count and load average.
+machine, thread count, load average and date.
 
 ``fit`` fits ``seconds = a (N / 10,000)^alpha (D / 384)^beta`` per stage (log-log least squares
-over N at D = 384; beta from the D = 768 points) and prints the coefficients for
-``affine_homotopy.jobs.cost.STAGE_COSTS``. ``project`` prints, for a config, the projected CPU hours per
+over N at D = 384; beta from the D = 768 points; see :func:`fitted_coefficients` for which rows
+count) and writes the coefficients, with the dates and loads of the rows behind them, to
+``src/affine_homotopy/jobs/cost_coefficients.json``: the file :mod:`affine_homotopy.jobs.cost` reads
+(a test checks that the file is what ``fit`` computes, so refit rather than edit it). ``project`` prints, for a config, the projected CPU hours per
 rule, the total and the dominant stage (:func:`affine_homotopy.jobs.cost.project`), on one core and
 on ``--cores`` cores. ``compare`` puts the projection of a config beside the CPU seconds its
 finished run logged (``results/<run>/logs/<rule>/*.log``, "done in ... (CPU ... s")). ``speedup``
-runs the extrinsic stage three ways (the local estimator without and with its two exact speed-ups,
-the settings ``full_set_product`` and ``soft_label_active_set``, and the certified solver) on the same inputs and prints the CPU-time ratio per phase and
-the largest difference in the values.
+runs the extrinsic stage three ways (the local estimator, ``certified=False``, without and with its
+two exact speed-ups, the settings ``full_set_product`` and ``soft_label_active_set``, and the
+certified solver) on the same inputs, prints the CPU-time ratio per phase and the largest difference
+in the values, and appends the certified / local ratios to ``benchmarks/extrinsic_cost_ratios.csv``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import platform
 import re
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-import torch
+from benchmarks.common import REPO, SCHEMA, add_glue_dir, cpu_seconds, say, sst2_training_set
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-MEASUREMENTS = Path(__file__).resolve().parent / "cost_measurements.csv"
-FIELDS = ["stage", "n", "d", "k", "units", "seconds_per_unit", "unit", "threads", "load_1min", "machine", "date"]
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
+import torch  # noqa: E402
 
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def cpu_seconds(function):
-    tick = time.process_time()
-    result = function()
-    return result, time.process_time() - tick
+HERE = Path(__file__).resolve().parent
+MEASUREMENTS = HERE / "cost_measurements.csv"
+# fit: how ``fit`` uses the row: "measured" (as measured), "scaled" (a row of the local extrinsic
+# estimator, times the certified / local CPU ratio at its N from RATIOS) or "no" (kept, not fitted)
+FIELDS = ["stage", "n", "d", "k", "units", "seconds_per_unit", "unit", "threads", "load_1min", "machine", "date",
+          "fit"]
+COEFFICIENTS = REPO / "src" / "affine_homotopy" / "jobs" / "cost_coefficients.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,7 +67,7 @@ def cpu_seconds(function):
 
 def measure_solver(reps: list[np.ndarray]) -> dict[str, tuple[float, int, str]]:
     """Per-unit CPU seconds of the factorisation and the d_aff solver alone (``measure --only-solver``)."""
-    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
     from affine_homotopy.core.linalg import factorise
 
     k = len(reps)
@@ -77,7 +75,7 @@ def measure_solver(reps: list[np.ndarray]) -> dict[str, tuple[float, int, str]]:
     _, seconds = cpu_seconds(lambda: [factorise(r) for r in reps])
     factorise_each = seconds / k
     intrinsic, seconds = cpu_seconds(lambda: pairwise_intrinsic(
-        reps, [f"e{i}" for i in range(k)], SolverSettings(measures=("d_aff",), keep_weights=True, tol=1e-3)))
+        reps, [f"e{i}" for i in range(k)], IntrinsicSettings(measures=("d_aff",), keep_weights=True, tol=1e-3)))
     off = ~np.eye(k, dtype=bool)
     say(f"    d_aff fits {intrinsic.iterations[off].tolist()} (median {np.median(intrinsic.iterations[off]):.0f})")
     return {"factorise": (factorise_each, k, "encoder"),
@@ -89,7 +87,7 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
     """Per-unit CPU seconds of every stage on ``reps`` (K encoders of N rows): stage -> (seconds, units, unit).
     ``only_extrinsic``: the probes and the extrinsic stages only (d_aff is solved for its maps, not recorded)."""
     from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
-    from affine_homotopy.core.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import MEASURES, IntrinsicSettings, pairwise_intrinsic
     from affine_homotopy.core.linalg import factorise
     from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
 
@@ -101,17 +99,17 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
     factorise_each = seconds / k
     out["factorise"] = (factorise_each, k, "encoder")
     intrinsic, seconds = cpu_seconds(lambda: pairwise_intrinsic(
-        reps, names, SolverSettings(measures=("d_aff",), keep_weights=True, tol=1e-3)))
+        reps, names, IntrinsicSettings(measures=("d_aff",), keep_weights=True, tol=1e-3)))
     out["d_aff"] = ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")
     say(f"    d_aff iterations (median) {np.median(intrinsic.iterations[~np.eye(k, dtype=bool)]):.0f}")
     if only_extrinsic:
         del out["factorise"], out["d_aff"]
     else:
-        _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=("d_lin",), tol=1e-3)))
+        _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, IntrinsicSettings(measures=("d_lin",), tol=1e-3)))
         out["d_lin"] = ((seconds - 2 * k * factorise_each) / pairs, pairs, "ordered pair")  # also the uncentred SVD
         baselines = tuple(m for m in MEASURES if m not in {"d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm",
                                                           "d_lin", "d_lin_lower"})
-        _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, SolverSettings(measures=baselines)))
+        _, seconds = cpu_seconds(lambda: pairwise_intrinsic(reps, names, IntrinsicSettings(measures=baselines)))
         out["baselines"] = ((seconds - k * factorise_each) / pairs, pairs, "ordered pair")
     probes, seconds = cpu_seconds(lambda: [fit_softmax_probe(r, labels, 2) for r in reps])
     out["task_probe"] = (seconds / k, k, "encoder layer")
@@ -132,12 +130,14 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
     return out
 
 
-RATIOS = Path(__file__).resolve().parent / "extrinsic_cost_ratios.csv"
-RATIO_FIELDS = ["n", "d", "phase", "local_cpu", "certified_cpu", "ratio", "n_random", "load_1min", "machine", "date"]
+RATIOS = HERE / "extrinsic_cost_ratios.csv"
+# note: how the row was measured when not by ``speedup`` (the two estimators side by side in one process)
+RATIO_FIELDS = ["n", "d", "phase", "local_cpu", "certified_cpu", "ratio", "n_random", "load_1min", "machine", "date",
+                "note"]
 
 
 def append_ratio(n: int, phase: str, local: float, certified: float, n_random: int) -> None:
-    """One side-by-side ratio (certified over the former local estimator, one process) for ``fit``."""
+    """One side-by-side ratio (certified over the local estimator, one process) for ``fit``."""
     new = not RATIOS.is_file()
     with open(RATIOS, "a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=RATIO_FIELDS)
@@ -146,16 +146,17 @@ def append_ratio(n: int, phase: str, local: float, certified: float, n_random: i
         writer.writerow({"n": n, "d": 384, "phase": phase, "local_cpu": f"{local:.1f}",
                          "certified_cpu": f"{certified:.1f}", "ratio": f"{certified / local:.3f}",
                          "n_random": n_random, "load_1min": f"{os.getloadavg()[0]:.2f}",
-                         "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d")})
+                         "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
+                         "note": ""})
 
 
-def certified_ratio(phase: str, n: int) -> float | None:
-    """The certified stage's cost over the former estimator's at ``n`` rows: the side-by-side ratios of
+def certified_ratio(phase: str, n: int, ratios: Path = RATIOS) -> float | None:
+    """The certified stage's cost over the local estimator's at ``n`` rows: the ratios of
     ``extrinsic_cost_ratios.csv`` (latest per N), interpolated log-log in N, flat beyond the measured
     range; None without any for this phase."""
-    if not RATIOS.is_file():
+    if not ratios.is_file():
         return None
-    with open(RATIOS, newline="") as handle:
+    with open(ratios, newline="") as handle:
         latest = {int(r["n"]): float(r["ratio"]) for r in csv.DictReader(handle) if r["phase"] == phase}
     if not latest:
         return None
@@ -173,13 +174,10 @@ def append_rows(rows: list[dict[str, object]]) -> None:
 
 
 def measure(args: argparse.Namespace) -> None:
-    from intrinsic_benchmark import minilm_embeddings
-
     torch.set_num_threads(1)
-    sst2 = Path(args.glue_dir) / "SST-2" / "train.tsv"
-    if not sst2.is_file():
-        sys.exit(f"{sst2} is missing: pass --glue-dir (a GLUE folder with SST-2/train.tsv)")
-    full = sum(1 for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip())
+    tick = time.perf_counter()
+    embedded, labels_all = sst2_training_set(args.glue_dir)
+    full = len(labels_all)
     sizes = [2000, 8000] if args.quick else [2000, 8000, 20000, full]
     wide_sizes = [2000] if args.quick else [2000, 8000]
     if args.sizes:
@@ -187,12 +185,7 @@ def measure(args: argparse.Namespace) -> None:
         wide_sizes = [n for n in wide_sizes if n in sizes]
     say(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, 1 torch thread, "
         f"torch {torch.__version__}; data: all-MiniLM-L6-v2 mean-pooled SST-2 training sentences (layers 1-6)")
-    tick = time.perf_counter()
-    embedded, seconds, cached = minilm_embeddings(sst2, full, [1, 2, 3, 4, 5, 6])
-    say(f"embeddings {embedded.shape} {'from cache' if cached else f'in {seconds:.0f} s'} "
-        f"({time.perf_counter() - tick:.0f} s)")
-    labels_all = np.array([int(line.split("\t")[1]) for line in sst2.read_text(encoding="utf-8").splitlines()[1:]
-                           if line.strip()])
+    say(f"embeddings {embedded.shape} ({time.perf_counter() - tick:.0f} s)")
     # K = 3 (6 ordered pairs); at the full 67,349 rows K = 2 (2 pairs) to keep the run short
     runs = [(n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]])
             for n in sizes]
@@ -212,12 +205,13 @@ def measure(args: argparse.Namespace) -> None:
                                    search=args.search_sizes is None or n in args.search_sizes))
         rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                  "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
-                 "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d")}
+                 "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
+                 "fit": "measured"}
                 for stage, (value, units, unit) in stages.items()]
         append_rows(rows)
         say("    " + ", ".join(f"{stage} {value:.3g} s" for stage, (value, _, _) in stages.items())
             + f"  [{time.perf_counter() - tick:.0f} s]")
-    say(f"appended to {MEASUREMENTS.relative_to(ROOT)}; now run: benchmarks/cost_model.py fit")
+    say(f"appended to {MEASUREMENTS.relative_to(REPO)}; now run: python -m benchmarks.cost_model fit")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,43 +223,85 @@ def read_measurements(path: Path = MEASUREMENTS) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-# the stages the certified two-class solver changed, and the last date their rows measured the former estimator
-CERTIFIED_SCALED = ("d_psi", "d_worst")
-FORMER_ESTIMATOR_UNTIL = "2026-11-30"
+def significant(value: float, digits: int = 3) -> float:
+    return float(f"{value:.{digits}g}")
 
 
-def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]]:
-    from affine_homotopy.jobs.cost import STAGE_COSTS, fit_stage
+def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS) -> dict:
+    """The cost model's coefficients as ``fit`` writes them (the document of cost_coefficients.json).
 
-    # the latest measurement of each (stage, N, D, K) counts (a re-measured stage replaces its old rows)
-    latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements()}
-    rows = [r for r in latest.values() if int(r["k"]) == 3]
-    by_stage: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
-    for row in rows:
-        seconds = float(row["seconds_per_unit"])
-        # rows measured before the certified two-class solver: scaled by the side-by-side ratio at their N
-        if row["stage"] in CERTIFIED_SCALED and row["date"] <= FORMER_ESTIMATOR_UNTIL:
-            ratio = certified_ratio(row["stage"], int(row["n"]))
-            if ratio is not None:
+    Per stage, the rows at K = 3 whose ``fit`` column is not "no" (the K = 6 rows check that the
+    per-pair cost does not depend on K; the K = 2 rows, at the full 67,349, stay outside the fit); of several rows of one (stage, N, D, K) the last one counts (a
+    re-measured stage replaces its rows). A "scaled" row (the local extrinsic estimator) is
+    multiplied by the certified / local CPU ratio at its N (:func:`certified_ratio`). (The factorisation
+    rows of the solver-only runs, ``measure --only-solver`` on a loaded machine, are "no": such a run
+    times the factorisation only to subtract it from d_aff, and the full runs measured it at a lower
+    load.) Then
+    :func:`affine_homotopy.jobs.cost.fit_stage`; ``seconds_ref`` is kept to 3 significant digits and
+    the exponents to 2 decimals, the precision the measurements support. Each stage records the
+    dates, loads and N of the rows behind it."""
+    from affine_homotopy.jobs.cost import D_REF, N_REF, fit_stage
+
+    latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements(measurements) if r["fit"] != "no"}
+    rows: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for row in latest.values():
+        if int(row["k"]) == 3:
+            rows[row["stage"]].append(row)
+    stages = {}
+    for stage, chosen in rows.items():
+        points = []
+        for row in chosen:
+            seconds = float(row["seconds_per_unit"])
+            if row["fit"] == "scaled":
+                ratio = certified_ratio(stage, int(row["n"]), ratios)
+                if ratio is None:
+                    raise ValueError(f"{measurements.name}: a scaled {stage} row, but {ratios.name} has no {stage} ratio")
                 seconds *= ratio
-        by_stage[row["stage"]].append((int(row["n"]), int(row["d"]), seconds))
-    if RATIOS.is_file():
-        say(f"d_psi and d_worst: rows of the former estimator (to {FORMER_ESTIMATOR_UNTIL}) times the certified solver's "
-            f"side-by-side CPU ratio at their N ({RATIOS.name}, from `speedup`)")
-    fitted = {stage: fit_stage(points) for stage, points in by_stage.items()}  # (a, alpha, beta, residual)
+            points.append((int(row["n"]), int(row["d"]), seconds))
+        seconds_ref, n_exponent, d_exponent, residual = fit_stage(points)
+        units = {row["unit"] for row in chosen}
+        if len(units) != 1:
+            raise ValueError(f"{measurements.name}: the {stage} rows name several units {sorted(units)}")
+        loads = [float(row["load_1min"]) for row in chosen]
+        stages[stage] = {
+            "seconds_ref": significant(seconds_ref), "n_exponent": round(n_exponent, 2),
+            "d_exponent": round(d_exponent, 2), "unit": units.pop(), "rms_log_residual": round(residual, 3),
+            "scaled_by_certified_ratio": any(row["fit"] == "scaled" for row in chosen),
+            "n": sorted({int(row["n"]) for row in chosen}), "d": sorted({int(row["d"]) for row in chosen}),
+            "dates": sorted({row["date"] for row in chosen}), "load_1min": [min(loads), max(loads)],
+        }
+    return {
+        "about": ("Single-thread CPU seconds per unit of each pairwise stage: seconds = seconds_ref "
+                  "(N / n_ref)^n_exponent (D / d_ref)^d_exponent. Written by `python -m benchmarks.cost_model "
+                  "fit` from benchmarks/cost_measurements.csv and benchmarks/extrinsic_cost_ratios.csv; "
+                  "refit instead of editing it (a test compares the two)."),
+        "n_ref": N_REF, "d_ref": D_REF, "stages": stages,
+    }
+
+
+def coefficients_text(document: dict) -> str:
+    """The JSON text of cost_coefficients.json: one key a line, lists of numbers and dates on one line."""
+    text = json.dumps(document, indent=1)
+    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r",\s+", ", ", m[1]) + "]", text) + "\n"
+
+
+def fit(args: argparse.Namespace) -> dict:
+    document = fitted_coefficients()
+    if any(stage["scaled_by_certified_ratio"] for stage in document["stages"].values()):
+        say(f"rows of the local extrinsic estimator (fit: scaled) times the certified solver's CPU ratio at their N "
+            f"({RATIOS.name})")
     say("stage            seconds at N=10,000 D=384   N exponent   D exponent   rms log residual   unit")
-    for stage, (a, alpha, beta, residual) in fitted.items():
-        say(f"{stage:16s} {a:12.4g}                {alpha:8.2f}     {beta:8.2f}       {residual:8.3f}          "
-            f"{STAGE_COSTS[stage].unit}")
+    for stage, c in document["stages"].items():
+        say(f"{stage:16s} {c['seconds_ref']:12.4g}                {c['n_exponent']:8.2f}     {c['d_exponent']:8.2f}       "
+            f"{c['rms_log_residual']:8.3f}          {c['unit']}")
     k_rows = {(r["stage"], int(r["k"])): float(r["seconds_per_unit"]) for r in read_measurements()
-              if int(r["n"]) == 2000 and int(r["d"]) == 384}
+              if int(r["n"]) == 2000 and int(r["d"]) == 384 and r["fit"] != "no"}
     if ("d_aff", 6) in k_rows and ("d_aff", 3) in k_rows:
         say(f"K check (N = 2,000): d_aff per pair at K = 6 / K = 3 = {k_rows[('d_aff', 6)] / k_rows[('d_aff', 3)]:.2f} "
             "(1 = per-pair cost independent of K, so a job grows as K (K - 1))")
-    say("\nfor affine_homotopy.jobs.cost.STAGE_COSTS:")
-    for stage, (a, alpha, beta, _) in fitted.items():
-        say(f'    "{stage}": StageCost({a:.3g}, {alpha:.2f}, {beta:.2f}, "{STAGE_COSTS[stage].unit}"),')
-    return fitted
+    COEFFICIENTS.write_text(coefficients_text(document))
+    say(f"wrote {COEFFICIENTS.relative_to(REPO)}")
+    return document
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,20 +309,20 @@ def fit(args: argparse.Namespace) -> dict[str, tuple[float, float, float, float]
 
 
 def study_projection(configfile: str):
-    from affine_homotopy.jobs.resources import study_projection as projection_of
+    import yaml
 
+    from affine_homotopy.jobs.resources import study_projection as projection_of
     from affine_homotopy.study.validation import check_config
 
-    config = check_config(__import__("yaml").safe_load(open(configfile)), ROOT / "workflow/schemas/config.schema.yaml")
+    config = check_config(yaml.safe_load(Path(configfile).read_text()), SCHEMA)
     return config, projection_of(config)
 
 
 def project(args: argparse.Namespace) -> None:
-    from affine_homotopy.jobs.cost import STAGE_COSTS
-
-    from affine_homotopy.study.validation import extrinsic_layers
-    from affine_homotopy.study.layers import layer_labels, layer_positions
     from affine_homotopy.core.measures import extrinsic_selection
+    from affine_homotopy.jobs.cost import stage_costs
+    from affine_homotopy.study.layers import layer_labels, layer_positions
+    from affine_homotopy.study.validation import extrinsic_layers
 
     config, projection = study_projection(args.configfile)
     say(f"config {args.configfile}: {len(config['encoders'])} encoders, tasks {list(config['tasks'])}, "
@@ -301,7 +337,7 @@ def project(args: argparse.Namespace) -> None:
     say(f"{'total':18s} {projection.total / 3600:10.3g} {projection.total / 3600 / args.cores:18.3g}")
     say("stages (CPU hours): " + ", ".join(f"{s} {v / 3600:.3g}" for s, v in
                                           sorted(projection.stages.items(), key=lambda kv: -kv[1]) if v))
-    say(f"dominant stage: {projection.dominant_stage} (per {STAGE_COSTS[projection.dominant_stage].unit})")
+    say(f"dominant stage: {projection.dominant_stage} (per {stage_costs()[projection.dominant_stage].unit})")
     if args.task:
         from affine_homotopy.jobs.resources import study_projection as projection_of
 
@@ -318,34 +354,27 @@ def project(args: argparse.Namespace) -> None:
 
 
 def speedup(args: argparse.Namespace) -> None:
-    """The extrinsic stage three ways, side by side on the same inputs: the former local estimator
-    without its two exact speed-ups, with them (``certified=False``: the estimator of the previous
-    round), and the certified two-class solver (the default)."""
+    """The extrinsic stage three ways, side by side on the same inputs: the local estimator
+    (``certified=False``) without its two exact speed-ups, with them, and the certified two-class
+    solver (the default)."""
     from dataclasses import replace
 
     from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
-    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
     from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
-    from intrinsic_benchmark import minilm_embeddings
-
     torch.set_num_threads(1)
-    sst2 = Path(args.glue_dir) / "SST-2" / "train.tsv"
-    if not sst2.is_file():
-        sys.exit(f"{sst2} is missing: pass --glue-dir (a GLUE folder with SST-2/train.tsv)")
-    lines = [line for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
-    embedded, _, _ = minilm_embeddings(sst2, len(lines), [1, 2, 3, 4, 5, 6])
-    labels_all = np.array([int(line.split("\t")[1]) for line in lines])
+    embedded, labels_all = sst2_training_set(args.glue_dir)
     say("extrinsic stage, one thread, all-MiniLM-L6-v2 layers 4, 5, 6 of SST-2 training sentences (6 ordered "
         f"pairs), {args.n_random} random classifiers per target, default worst-case search; variants: plain (the "
-        "local estimator without full_set_product and soft_label_active_set), local (with them: the former "
-        "default), certified (the default)")
+        "local estimator without full_set_product and soft_label_active_set), local (with them), "
+        "certified (the default)")
     default = ExtrinsicSettings(measures=tuple(args.measures))
     variants = {"plain": replace(default, certified=False, full_set_product=False, soft_label_active_set=False),
                 "local": replace(default, certified=False), "certified": default}
     for n in args.sizes:
         reps = [np.ascontiguousarray(embedded[layer][:n]) for layer in (3, 4, 5)]
         names = ["layer4", "layer5", "layer6"]
-        intrinsic = pairwise_intrinsic(reps, names, SolverSettings(measures=("d_aff",), keep_weights=True))
+        intrinsic = pairwise_intrinsic(reps, names, IntrinsicSettings(measures=("d_aff",), keep_weights=True))
         probes = [fit_softmax_probe(r, labels_all[:n], 2) for r in reps]
         randoms = [fit_random_probes_sgd(r, random_labels(n, 2, range(args.n_random)), 2) for r in reps]
         runs = {}
@@ -370,7 +399,7 @@ def speedup(args: argparse.Namespace) -> None:
                     if (old_label, new_label) == ("local", "certified"):
                         append_ratio(n, phase, old.seconds["cpu_" + phase], new.seconds["cpu_" + phase], args.n_random)
             for measure in args.measures:
-                a, b = getattr(old, measure)[off], getattr(new, measure)[off]
+                a, b = getattr(old.values, measure)[off], getattr(new.values, measure)[off]
                 say(f"    {measure}: {new_label} / {old_label} median {np.median(b / a):.4f}, range "
                     f"{np.min(b / a):.4f}-{np.max(b / a):.4f}")
 
@@ -380,14 +409,14 @@ DONE = re.compile(r"done in ([0-9.]+) s \(CPU ([0-9.]+) s")
 
 def compare(args: argparse.Namespace) -> None:
     config, projection = study_projection(args.configfile)
-    logs = ROOT / "results" / config["run_name"] / "logs"
+    logs = REPO / "results" / config["run_name"] / "logs"
     measured: dict[str, list[float]] = defaultdict(list)
     for rule in projection.rules:
         for log in sorted((logs / rule).glob("*.log")):
             found = DONE.findall(log.read_text(encoding="utf-8", errors="replace"))
             if found:
                 measured[rule].append(float(found[-1][1]))
-    say(f"config {args.configfile}: projected vs logged CPU time per rule (logs under {logs.relative_to(ROOT)})")
+    say(f"config {args.configfile}: projected vs logged CPU time per rule (logs under {logs.relative_to(REPO)})")
     say(f"{'rule':18s} {'projected CPU s':>16s} {'logged CPU s':>14s} {'jobs logged':>12s} {'logged/projected':>17s}")
     for rule, seconds in projection.rules.items():
         got = measured.get(rule, [])
@@ -399,7 +428,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="mode", required=True)
     m = sub.add_parser("measure")
-    m.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
+    add_glue_dir(m, "SST-2/train.tsv")
     m.add_argument("--quick", action="store_true")
     m.add_argument("--only-solver", action="store_true", help="only the factorisation and d_aff (the solver rows)")
     m.add_argument("--only-extrinsic", action="store_true",
@@ -410,13 +439,13 @@ def main() -> None:
                         "dearest stage to measure)")
     sub.add_parser("fit")
     p = sub.add_parser("project")
-    p.add_argument("--configfile", default=str(ROOT / "config" / "paper.yaml"))
+    p.add_argument("--configfile", default=str(REPO / "config" / "paper.yaml"))
     p.add_argument("--cores", type=int, default=32)
     p.add_argument("--task", help="also the intrinsic + extrinsic time of this task alone")
     p.add_argument("--layers", type=int, nargs="*",
                    help="with --task: only these layers, for both stages (e.g. the final one)")
     s = sub.add_parser("speedup")
-    s.add_argument("--glue-dir", default=str(ROOT.parent / "shared" / "glue"))
+    add_glue_dir(s, "SST-2/train.tsv")
     s.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000])
     s.add_argument("--n-random", type=int, default=100)
     s.add_argument("--skip", nargs="*", default=[], choices=["plain", "local", "certified"])

@@ -2,19 +2,19 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/demo_intrinsic_stage.py [--embeddings results/demo/embeddings]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.demo_intrinsic_stage [--embeddings results/demo/embeddings]
 
 For every task x layer of the demo config (``config/config.yaml``), ``pairwise_intrinsic`` over all 42
 ordered pairs of its 7 encoders, with the intrinsic rule's 2 threads, twice in a row:
 
-* **before**: every intrinsic measure (d_lin included), ``max_iter`` 100 (the demo's former settings);
+* **before**: every intrinsic measure (d_lin included), ``max_iter`` 100, no working set;
 * **after**: the config's ``intrinsic.measures`` (d_lin opt-in) and ``max_iter`` (the default 1000,
   so that every d_aff pair reaches ``tol``), with the working set where it applies.
 
 Prints wall and CPU seconds per task x layer and in total, their ratio, the d_aff pairs that missed
 ``tol`` in each, and whether the two settings' certified d_aff intervals overlap on every pair.
 Embeddings come from ``--embeddings`` (a finished demo's ``results/demo/embeddings``), else are
-built with the library (cached under /tmp; see ``demo_tolerance_benchmark.py``).
+built with the library (cached under /tmp; see :mod:`benchmarks.demo_tolerance_benchmark`).
 """
 
 from __future__ import annotations
@@ -22,26 +22,19 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
-import yaml
+from benchmarks.common import REPO, SCHEMA, say
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
+import torch  # noqa: E402
+import yaml  # noqa: E402
 
-from affine_homotopy.study.validation import check_config  # noqa: E402
-from affine_homotopy.core.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.intrinsic import MEASURES, IntrinsicSettings, pairwise_intrinsic  # noqa: E402
 from affine_homotopy.jobs.io import read_embeddings  # noqa: E402
 from affine_homotopy.study.layers import layer_label  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
+from affine_homotopy.study.validation import check_config  # noqa: E402
 
 
 def main() -> None:
@@ -51,7 +44,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", choices=("before", "after"), help="run one setting only (no ratio)")
     args = parser.parse_args()
-    config = check_config(yaml.safe_load(args.config.read_text()), REPO / "workflow" / "schemas" / "config.schema.yaml")
+    config = check_config(yaml.safe_load(args.config.read_text()), SCHEMA)
     torch.set_num_threads(args.threads)
     intrinsic = config["intrinsic"]
     settings = {
@@ -73,7 +66,7 @@ def main() -> None:
             per_encoder = {name: [read_embeddings(args.embeddings / name / task / "train.npy", layer_label(layer))
                                   for layer in config["layers"]] for name in names}
         else:
-            from demo_tolerance_benchmark import task_embeddings
+            from benchmarks.demo_tolerance_benchmark import task_embeddings
 
             per_encoder = task_embeddings(config, task)[0]
         for slot, layer in enumerate(config["layers"]):
@@ -82,7 +75,7 @@ def main() -> None:
             parts = []
             for label, options in settings.items():
                 wall, cpu = time.perf_counter(), time.process_time()
-                result = pairwise_intrinsic(reps, names, SolverSettings(tol=intrinsic["tol"], keep_weights=True,
+                result = pairwise_intrinsic(reps, names, IntrinsicSettings(tol=intrinsic["tol"], keep_weights=True,
                                                                         **options))
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 results[label] = result

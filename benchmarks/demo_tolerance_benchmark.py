@@ -1,9 +1,9 @@
-"""The demo's intrinsic stage at today's setting (Lawson, tol 1e-2) against the jacobi solver at the
+"""The demo's intrinsic stage with Lawson's solver at tol 1e-2 against the jacobi solver at the
 paper's gap (tol 1e-3), side by side in one run on the demo's own data.
 
 Run from the repository root::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/demo_tolerance_benchmark.py [--config config/config.yaml] \
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.demo_tolerance_benchmark [--config config/config.yaml] \
         [--jacobi 300:float64 100:float64 300:float32] [--threads 2]
 
 Data: the demo config's encoders, tasks (train split) and layers. Embeddings are read from
@@ -11,7 +11,7 @@ Data: the demo config's encoders, tasks (train split) and layers. Embeddings are
 (synthetic tasks, the packaged all-MiniLM-L6-v2, the derived encoders) and cached under /tmp.
 For every task x layer, each setting runs ``pairwise_intrinsic`` with every intrinsic measure and the
 workflow's other settings (float64 certificate, kept weights), one after the other so that load drift
-hits all alike: Lawson at tol 1e-2, max_iter 100 (today's demo), and the jacobi solver at tol 1e-3 for
+hits all alike: Lawson at tol 1e-2, max_iter 100, and the jacobi solver at tol 1e-3 for
 each ``--jacobi max_iter:iteration_dtype``.
 Printed: seconds per task x layer and in total, weighted fits per pair, pairs that missed ``tol``, and
 whether the two certified ``d_aff`` intervals overlap on every pair. Decision rule (the issue's): the
@@ -29,23 +29,16 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from benchmarks.common import CACHE_DIR, REPO, load_text, say
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.linalg import DTYPES  # noqa: E402
 from affine_homotopy.jobs.io import read_embeddings  # noqa: E402
 from affine_homotopy.study.layers import layer_label  # noqa: E402
-from affine_homotopy.core.linalg import DTYPES  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
 
 
 def built_embeddings(config: dict, task: str) -> dict[str, np.ndarray]:
@@ -112,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         settings[f"jacobi tol 1e-3 {spec}"] = dict(solver="jacobi", tol=1e-3, max_iter=int(max_iter),
                                                    iterate_dtype=DTYPES[iterate])
     say(f"demo tolerance benchmark -- {platform.node()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-        f"{args.threads} thread(s); load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+        f"{args.threads} thread(s); {load_text()}")
     say("settings: " + "; ".join(f"{label}: {kw}" for label, kw in settings.items()))
     totals = {label: 0.0 for label in settings}
     worst_iterations = {label: 0 for label in settings}
@@ -127,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             results = {}
             for label, kw in settings.items():
                 tick = time.perf_counter()
-                results[label] = pairwise_intrinsic(reps, names, SolverSettings(keep_weights=True, **kw))
+                results[label] = pairwise_intrinsic(reps, names, IntrinsicSettings(keep_weights=True, **kw))
                 seconds = time.perf_counter() - tick
                 totals[label] += seconds
                 off = ~np.eye(len(names), dtype=bool)
@@ -158,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = totals[label] / totals[baseline]
             say(f"DECISION {label} vs {baseline}: time ratio {ratio:.2f} -> demo at tol 1e-3 with this setting: "
                 f"{'YES' if ratio <= 1 else 'NO'}")
-    say(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} (timings are noisy when other processes "
-        "share the CPUs)")
+    say(f"{load_text()} (timings are noisy when other processes share the CPUs)")
     return 0
 
 

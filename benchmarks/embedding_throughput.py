@@ -9,7 +9,7 @@ job reads them (staged ones from resources/models/, so stage first). One process
 models and tasks measured side by side; the load average is printed before and after, because a
 shared machine's rate moves with its load.
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/embedding_throughput.py config/real_models.yaml [--n 256] [--threads 2]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.embedding_throughput config/real_models.yaml [--n 256] [--threads 2]
 """
 
 from __future__ import annotations
@@ -17,14 +17,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from benchmarks.common import REPO, SCHEMA
 
 
 def main() -> None:
@@ -43,10 +39,11 @@ def main() -> None:
     from affine_homotopy.jobs.resources import task_size
     from affine_homotopy.models.task_data import load_task_split
 
+    config_path = args.config.resolve()
     os.chdir(REPO)  # the config's relative paths (GLUE folder, resources/) are relative to the repository root
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
-    config = load_config(args.config, REPO / "workflow" / "schemas" / "config.schema.yaml")
+    config = load_config(config_path, SCHEMA)
     settings = config["embedding"]
     positions = layer_positions(config["layers"])
     print(f"config {args.config}; torch threads {torch.get_num_threads()}; sample {args.n} training examples "

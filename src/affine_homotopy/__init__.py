@@ -3,29 +3,35 @@ the Snakemake workflow.
 
 The public API (:mod:`affine_homotopy.api`, re-exported here; imported on first use, so that
 ``import affine_homotopy`` stays light): :func:`d_aff`, :func:`d_lin`, :func:`d_iso`, :func:`cka`,
-:func:`cca`, :func:`pwcca`, :func:`svcca`, :func:`procrustes`, :func:`pairwise` and :func:`d_psi`.
+:func:`cca`, :func:`pwcca`, :func:`svcca`, :func:`procrustes`, :func:`distances` (several measures of
+one pair), :func:`pairwise` and :func:`d_psi`. Their arguments are checked by :mod:`api.inputs`, the
+engines called by :mod:`api.engine_calls`, and they return the types of :mod:`api.results`.
 Direction everywhere: ``source`` is mapped onto ``target``; in a table, entry (i, j) = encoder i
 (row) mapped onto encoder j (column). The paper's ``d_Aff(H, G)`` maps G onto H, so
 ``d_aff(source=G, target=H)`` is ``d_Aff(H, G)``.
 
-Workflow modules: :mod:`config` (validation), :mod:`tasks` (data), :mod:`encoders` (embedding),
-:mod:`derived` (derived encoders), :mod:`linalg` (rank rule, factorisation, weighted least squares),
-:mod:`intrinsic` (d_aff and the baselines), :mod:`probes`, :mod:`extrinsic` (d_psi), :mod:`stats`,
-:mod:`analysis`, :mod:`plotting`, :mod:`io`, :mod:`errors`, :mod:`staging` and :mod:`hub` (models and
-data from the hub or a pre-filled cache); :mod:`cli` is the ``affine-homotopy`` command.
+The layers below it, lowest first (CONTRIBUTING.md): :mod:`errors`; :mod:`core` (the maths);
+:mod:`study` (a study's config); :mod:`jobs` (job plumbing); :mod:`models` (model acquisition,
+:func:`embed`); :mod:`report` (tables and figures). :mod:`cli` is the ``affine-homotopy`` command (its
+files: :mod:`cli.files`). Conventions: docs/method.md.
 """
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any
 
-__version__ = "0.1.0"
+try:  # one source for the version: pyproject.toml's [project] version, as installed
+    __version__ = metadata.version("affine-homotopy")
+except metadata.PackageNotFoundError:  # the sources on sys.path without an install
+    __version__ = "0+unknown"
 
 _API = (
     "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "PairwiseTable",
-    "cca", "cka", "d_aff", "d_iso", "d_lin", "d_psi", "pairwise", "procrustes", "pwcca", "svcca",
+    "cca", "cka", "d_aff", "d_iso", "d_lin", "d_psi", "distances", "pairwise", "procrustes", "pwcca", "svcca",
 )
-__all__ = [*_API, "__version__"]
+from .models.embedding import embed  # light: transformers is imported when it is called
+__all__ = [*_API, "embed", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from affine_homotopy.core.extrinsic import (
     softmax_lipschitz,
     tightness_summary,
 )
-from affine_homotopy.core.intrinsic import SolverSettings, affine_map, pairwise_intrinsic
+from affine_homotopy.core.intrinsic import IntrinsicSettings, affine_map, pairwise_intrinsic
 from affine_homotopy.core.probes import fit_softmax_probe, fit_softmax_probes, random_labels, softmax
 
 
@@ -42,14 +42,14 @@ def study(task):
     reps = [x, image, truncated, other]
     probes = [fit_softmax_probe(r, y, 2, l2_grid=[1e-2]) for r in reps]
     randoms = [fit_softmax_probes(r, random_labels(len(y), 2, range(4)), 2, 1e-2) for r in reps]
-    intrinsic = pairwise_intrinsic(reps, settings=SolverSettings(keep_weights=True, measures=("d_aff",)))
+    intrinsic = pairwise_intrinsic(reps, settings=IntrinsicSettings(keep_weights=True, measures=("d_aff",)))
     result = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms)
     return reps, probes, intrinsic, result
 
 
 def test_self_and_affine_image_are_zero_both_ways(study) -> None:
     _, _, _, result = study
-    for matrix in (result.d_psi, result.d_worst):
+    for matrix in (result.values.d_psi, result.values.d_worst):
         assert matrix[0, 1] < 1e-6 and matrix[1, 0] < 1e-6
         assert np.all(np.diag(matrix) == 0)
 
@@ -57,25 +57,25 @@ def test_self_and_affine_image_are_zero_both_ways(study) -> None:
 def test_duplicate_encoder_is_zero(task) -> None:
     x, y = task
     probe = fit_softmax_probe(x, y, 2, l2_grid=[1e-2])
-    d = fixed_classifier_distances([x, x.copy()], [probe, probe]).d_psi
+    d = fixed_classifier_distances([x, x.copy()], [probe, probe]).values.d_psi
     assert d.max() < 1e-6
 
 
 def test_truncation_is_asymmetric_in_the_theorys_direction(study) -> None:
     _, _, _, result = study
     # the full encoder reproduces anything the truncated one has (Thm 4.1 direction), not back
-    assert result.d_psi[0, 2] < 1e-6 and result.d_worst[0, 2] < 1e-6
-    assert result.d_psi[2, 0] > 0.05
+    assert result.values.d_psi[0, 2] < 1e-6 and result.values.d_worst[0, 2] < 1e-6
+    assert result.values.d_psi[2, 0] > 0.05
 
 
 def test_worst_case_dominates_and_bound_holds_on_every_pair(study) -> None:
     _, probes, intrinsic, result = study
     bound = lemma_bound(probes, intrinsic.matrices["d_aff"])
     off = ~np.eye(len(probes), dtype=bool)
-    assert np.all(result.d_worst >= result.d_psi)
-    assert np.all(result.d_psi[off] <= bound[off] * (1 + 1e-6) + 1e-9)
-    assert np.all((result.d_psi >= 0) & (result.d_psi <= np.sqrt(2)))
-    summary = tightness_summary(result.d_psi, bound, result.d_worst)
+    assert np.all(result.values.d_worst >= result.values.d_psi)
+    assert np.all(result.values.d_psi[off] <= bound[off] * (1 + 1e-6) + 1e-9)
+    assert np.all((result.values.d_psi >= 0) & (result.values.d_psi <= np.sqrt(2)))
+    summary = tightness_summary(result.values.d_psi, bound, result.values.d_worst)
     assert summary["violations"] == 0 and summary["d_worst_below_d_psi"] == 0
     assert 0 < summary["tightness_median"] <= 1
 
@@ -121,15 +121,15 @@ def test_value_is_attained_and_never_worse_than_its_candidates(study) -> None:
     coef, *_ = np.linalg.lstsq(design, reps[0], rcond=None)
     candidate = np.linalg.norm(probes[0].predict_proba(reps[0]) - softmax((design @ coef) @ probes[0].weight
                                                                           + probes[0].bias), axis=1).max()
-    assert result.d_psi[3, 0] <= candidate + 1e-9
+    assert result.values.d_psi[3, 0] <= candidate + 1e-9
 
 
 def test_deterministic(study, task) -> None:
     reps, probes, intrinsic, result = study
     randoms = [fit_softmax_probes(r, random_labels(len(task[1]), 2, range(4)), 2, 1e-2) for r in reps]
     again = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms)
-    np.testing.assert_array_equal(again.d_psi, result.d_psi)
-    np.testing.assert_array_equal(again.d_worst, result.d_worst)
+    np.testing.assert_array_equal(again.values.d_psi, result.values.d_psi)
+    np.testing.assert_array_equal(again.values.d_worst, result.values.d_worst)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,31 +152,34 @@ def worst(study, task):
 def test_worst_case_ordering_and_every_classifiers_bound(worst) -> None:
     _, probes, randoms, intrinsic, result = worst
     off = ~np.eye(len(probes), dtype=bool)
-    assert np.all(result.d_psi <= result.d_worst) and np.all(result.d_worst <= result.d_worst_search)
-    assert np.all(np.diag(result.d_worst_search) == 0) and np.all(result.d_worst_search <= np.sqrt(2))
-    assert result.bound_violations.sum() == 0 and np.all(result.bound_violations >= 0)
+    values = result.values
+    assert np.all(values.d_psi <= values.d_worst) and np.all(values.d_worst <= values.d_worst_search)
+    assert np.all(np.diag(result.values.d_worst_search) == 0) and np.all(result.values.d_worst_search <= np.sqrt(2))
+    assert result.bounds.violations.sum() == 0 and np.all(result.bounds.violations >= 0)
     # bound_worst = c max_k ||W_k|| d_aff over evaluated classifiers: at least the task probe's bound,
     # at most the ball's (every classifier lies in it), and above d_worst_search
     bound = lemma_bound(probes, intrinsic.matrices["d_aff"])
-    ball = softmax_lipschitz() * result.radius[None, :] * intrinsic.matrices["d_aff"]
-    assert np.all(result.bound_worst[off] >= bound[off] * (1 - 1e-12))
-    assert np.all(result.bound_worst[off] <= ball[off] * (1 + 1e-9))
-    assert np.all(result.d_worst_search[off] <= result.bound_worst[off] * (1 + 1e-6) + 1e-9)
+    ball = softmax_lipschitz() * result.worst_case.radius[None, :] * intrinsic.matrices["d_aff"]
+    assert np.all(result.bounds.worst[off] >= bound[off] * (1 - 1e-12))
+    assert np.all(result.bounds.worst[off] <= ball[off] * (1 + 1e-9))
+    assert np.all(result.values.d_worst_search[off] <= result.bounds.worst[off] * (1 + 1e-6) + 1e-9)
     # the ball's radius: the largest norm among each target's classifiers (random and task)
     for j, (probe, rp) in enumerate(zip(probes, randoms)):
-        assert result.radius[j] == pytest.approx(max(np.linalg.norm(probe.weight, 2), *rp.norms()), rel=1e-9)
+        assert result.worst_case.radius[j] == pytest.approx(max(np.linalg.norm(probe.weight, 2), *rp.norms()),
+                                                            rel=1e-9)
 
 
 def test_searched_values_are_attained_inside_the_ball(worst) -> None:
     """Independent check: each pair's searched classifier and map reproduce the reported value."""
     reps, _, _, _, result = worst
-    assert len(result.searched) == 4 * 3
-    for (i, j), found in result.searched.items():
+    assert len(result.worst_case.searched) == 4 * 3
+    for (i, j), found in result.worst_case.searched.items():
         target = softmax(reps[j] @ found.W + found.b)  # inverse temperature 1
         mapped = softmax(reps[i] @ found.linear + found.bias)
         assert np.linalg.norm(target - mapped, axis=1).max() == pytest.approx(found.value, rel=1e-7, abs=1e-10)
-        assert np.linalg.norm(found.W, 2) <= result.radius[j] * (1 + 1e-9)
-        assert result.d_worst_search[i, j] == pytest.approx(max(result.d_worst[i, j], found.value), rel=1e-12)
+        assert np.linalg.norm(found.W, 2) <= result.worst_case.radius[j] * (1 + 1e-9)
+        assert result.values.d_worst_search[i, j] == pytest.approx(max(result.values.d_worst[i, j], found.value),
+                                                                   rel=1e-12)
 
 
 def test_search_beats_flat_random_probes(task) -> None:
@@ -188,11 +191,11 @@ def test_search_beats_flat_random_probes(task) -> None:
     reps = [truncated, x]
     probes = [fit_softmax_probe(r, y, 2, l2_grid=[1e-2]) for r in reps]
     flat = [fit_softmax_probes(r, random_labels(len(y), 2, range(3)), 2, 10.0) for r in reps]
-    intrinsic = pairwise_intrinsic(reps, settings=SolverSettings(keep_weights=True, measures=("d_aff",)))
+    intrinsic = pairwise_intrinsic(reps, settings=IntrinsicSettings(keep_weights=True, measures=("d_aff",)))
     result = extrinsic_distances(reps, probes, None, intrinsic.weights, flat, ExtrinsicSettings(search_steps=2),
                                  intrinsic.matrices["d_aff"])
-    assert result.d_worst_search[0, 1] > 1.2 * result.d_worst[0, 1]
-    assert result.bound_violations.sum() == 0
+    assert result.values.d_worst_search[0, 1] > 1.2 * result.values.d_worst[0, 1]
+    assert result.bounds.violations.sum() == 0
 
 
 def test_no_random_classifiers_search_starts_from_the_task_probe(study, caplog) -> None:
@@ -205,10 +208,10 @@ def test_no_random_classifiers_search_starts_from_the_task_probe(study, caplog) 
                                      ExtrinsicSettings(search_steps=1, search_candidates=2),
                                      intrinsic.matrices["d_aff"][2:, 2:])
     assert "starts from each target's task probe" in caplog.text
-    np.testing.assert_array_equal(result.d_worst, result.d_psi)
-    assert np.all(result.worst_classifier[~np.eye(2, dtype=bool)] == -1)
-    assert np.all(result.d_worst_search >= result.d_worst)
-    np.testing.assert_allclose(result.radius, [np.linalg.norm(p.weight, 2) for p in probes[2:]])
+    np.testing.assert_array_equal(result.values.d_worst, result.values.d_psi)
+    assert np.all(result.worst_case.classifier[~np.eye(2, dtype=bool)] == -1)
+    assert np.all(result.values.d_worst_search >= result.values.d_worst)
+    np.testing.assert_allclose(result.worst_case.radius, [np.linalg.norm(p.weight, 2) for p in probes[2:]])
 
 
 def test_configured_radius_bounds_every_classifier(worst) -> None:
@@ -217,8 +220,8 @@ def test_configured_radius_bounds_every_classifier(worst) -> None:
     result = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms,
                                  ExtrinsicSettings(search_steps=1, search_candidates=2, search_radius=radius),
                                  intrinsic.matrices["d_aff"])
-    assert all(np.linalg.norm(found.W, 2) <= radius * (1 + 1e-9) for found in result.searched.values())
-    assert np.all(result.d_worst_search >= result.d_worst) and result.bound_violations.sum() == 0
+    assert all(np.linalg.norm(found.W, 2) <= radius * (1 + 1e-9) for found in result.worst_case.searched.values())
+    assert np.all(result.values.d_worst_search >= result.values.d_worst) and result.bounds.violations.sum() == 0
     with pytest.raises(ValueError, match="radius must be > 0"):
         extrinsic_distances(reps, probes, None, None, randoms, ExtrinsicSettings(search_radius=0.0))
 
@@ -235,8 +238,8 @@ def test_overflowing_classifier_is_skipped_and_counted(study, task, caplog) -> N
         result = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms,
                                      ExtrinsicSettings(search_steps=1, search_candidates=1), intrinsic.matrices["d_aff"])
     assert "1 of 3 random classifiers skipped" in caplog.text
-    np.testing.assert_array_equal(result.skipped, [0, 1, 0, 0])
-    for matrix in (result.d_psi, result.d_worst, result.d_worst_search, result.bound_worst):
+    np.testing.assert_array_equal(result.worst_case.skipped, [0, 1, 0, 0])
+    for matrix in (result.values.d_psi, result.values.d_worst, result.values.d_worst_search, result.bounds.worst):
         assert np.isfinite(matrix).all()
     assert all(np.isfinite(float(v)) for row in result.diagnostics for v in row.values() if isinstance(v, float))
     assert {row["classifiers_skipped"] for row in result.diagnostics if row["mapped_to"] == "1"} == {1}
@@ -270,7 +273,7 @@ def test_identical_encoders_meet_the_bound_at_the_rank_rules_tail() -> None:
     """Two copies of one encoder whose rank rule discards a small tail: d_aff is 0 on the truncated
     target, d_psi is at most c ||W|| tail, and the Lemma 5.2 check accepts it (no NumericalError)."""
     from affine_homotopy.core.extrinsic import check_bounds, extrinsic_distances, lemma_bound
-    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
     from affine_homotopy.core.linalg import factorise
 
     rng = np.random.default_rng(3)
@@ -280,16 +283,17 @@ def test_identical_encoders_meet_the_bound_at_the_rank_rules_tail() -> None:
     assert factorise(X).tail_row_norm_max > 0
     labels = (X[:, 0] > 0).astype(int)
     reps = [X, X.copy()]
-    intrinsic = pairwise_intrinsic(reps, ["a", "b"], SolverSettings(measures=("d_aff",), keep_weights=True, tol=1e-3))
+    intrinsic = pairwise_intrinsic(reps, ["a", "b"], IntrinsicSettings(measures=("d_aff",), keep_weights=True, tol=1e-3))
     assert intrinsic.matrices["d_aff"].max() < 1e-9
     probes = [fit_softmax_probe(r, labels, 2) for r in reps]
     result = extrinsic_distances(reps, probes, ["a", "b"], map_weights=intrinsic.weights, d_aff=intrinsic.matrices["d_aff"])
-    assert result.bound_violations.sum() == 0
+    assert result.bounds.violations.sum() == 0
     slack = np.zeros((2, 2))
     for row in result.diagnostics:
         slack[["a", "b"].index(row["mapped_from"]), ["a", "b"].index(row["mapped_to"])] = row["bound_slack"]
         assert row["d_aff_rebuilt"] <= factorise(X).tail_row_norm_max * (1 + 1e-6) + 1e-12
-    check_bounds(result.d_psi, lemma_bound(probes, intrinsic.matrices["d_aff"]), result.bound_violations, slack)
+    check_bounds(result.values.d_psi, lemma_bound(probes, intrinsic.matrices["d_aff"]), result.bounds.violations,
+                 slack)
 
 
 def test_a_broken_bound_is_a_numerical_error(worst) -> None:
@@ -299,13 +303,13 @@ def test_a_broken_bound_is_a_numerical_error(worst) -> None:
 
     _, probes, _, intrinsic, result = worst
     bound = lemma_bound(probes, intrinsic.matrices["d_aff"])
-    check_bounds(result.d_psi, bound, result.bound_violations)
-    broken = np.zeros_like(result.bound_violations)
+    check_bounds(result.values.d_psi, bound, result.bounds.violations)
+    broken = np.zeros_like(result.bounds.violations)
     broken[0, 2] = 3
     with pytest.raises(NumericalError, match="3 evaluated classifiers .*Lemma 5.2.*bound_worst.csv"):
-        check_bounds(result.d_psi, bound, broken)
+        check_bounds(result.values.d_psi, bound, broken)
     with pytest.raises(NumericalError, match="Lemma 5.2.*bound.csv"):
-        check_bounds(result.d_psi, bound / 10)
+        check_bounds(result.values.d_psi, bound / 10)
 
 
 def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None:
@@ -410,9 +414,10 @@ def test_speed_ups_give_the_same_values(worst) -> None:
                                 replace(settings, full_set_product=False, soft_label_active_set=False),
                                 intrinsic.matrices["d_aff"])
     for measure in ("d_psi", "d_worst"):
-        np.testing.assert_allclose(getattr(result, measure), getattr(plain, measure), rtol=2 * settings.tol,
-                                   atol=settings.atol)
-    np.testing.assert_allclose(result.d_worst_search, plain.d_worst_search, rtol=1e-2, atol=settings.atol)
+        np.testing.assert_allclose(getattr(result.values, measure), getattr(plain.values, measure),
+                                   rtol=2 * settings.tol, atol=settings.atol)
+    np.testing.assert_allclose(result.values.d_worst_search, plain.values.d_worst_search, rtol=1e-2,
+                               atol=settings.atol)
 
 
 def test_soft_label_fit_stops_each_head_at_its_own_tolerance() -> None:

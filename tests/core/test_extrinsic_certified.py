@@ -114,13 +114,13 @@ def test_interval_contains_the_independent_optimum(name) -> None:
     settings = ExtrinsicSettings()
     result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                         settings=settings, pairs=[(0, 1)])
-    lower, upper = result.d_psi_lower[0, 1], result.d_psi[0, 1]
+    lower, upper = result.lower.d_psi[0, 1], result.values.d_psi[0, 1]
     ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
     assert result.certified
     assert lower <= ref_hi * (1 + 1e-7) + 1e-9, (lower, ref_lo, ref_hi)
     assert upper >= ref_lo * (1 - 1e-7) - 1e-9, (upper, ref_lo, ref_hi)
     assert upper - lower <= settings.tol * upper + 1e-12
-    assert np.isnan(result.d_psi[1, 0])  # only the requested pair was computed
+    assert np.isnan(result.values.d_psi[1, 0])  # only the requested pair was computed
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -160,8 +160,8 @@ def test_brute_force_grid_on_a_one_dimensional_source() -> None:
         u = a[row][:, None] * x[None, :] + b[row][:, None]
         best = min(best, float(np.abs(expit(u) - q).max(axis=1).min()))
     result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), 1), target_probe], pairs=[(0, 1)])
-    assert result.d_psi_lower[0, 1] <= math.sqrt(2) * best * (1 + 1e-9)
-    assert result.d_psi[0, 1] <= math.sqrt(2) * best * (1 + 1e-9) + 1e-12  # the LP's map beats the grid
+    assert result.lower.d_psi[0, 1] <= math.sqrt(2) * best * (1 + 1e-9)
+    assert result.values.d_psi[0, 1] <= math.sqrt(2) * best * (1 + 1e-9) + 1e-12  # the LP's map beats the grid
 
 
 def test_exact_fit_stops_at_the_absolute_floor() -> None:
@@ -171,8 +171,8 @@ def test_exact_fit_stops_at_the_absolute_floor() -> None:
     Y = X @ rng.standard_normal((6, 6)) + 1.0
     settings = ExtrinsicSettings()
     result = fixed_classifier_distances([X, Y], [probe(rng, 6), probe(rng, 6, 3.0)], settings=settings)
-    assert result.d_psi[0, 1] <= settings.atol and result.d_psi[1, 0] <= settings.atol
-    assert 0 <= result.d_psi_lower[0, 1] <= result.d_psi[0, 1]
+    assert result.values.d_psi[0, 1] <= settings.atol and result.values.d_psi[1, 0] <= settings.atol
+    assert 0 <= result.lower.d_psi[0, 1] <= result.values.d_psi[0, 1]
 
 
 def three_encoders(seed: int, n: int, width: int, n_random: int):
@@ -206,10 +206,11 @@ def test_d_worst_is_the_largest_fixed_classifier_distance(small_study) -> None:
             classifiers = [probes[j]] + [SoftmaxProbe(w, b, 0.0, 0) for w, b in zip(randoms[j].weight, randoms[j].bias)]
             brackets = [reference_distance(reps[i], class_one(reps[j], clf), steps=30) for clf in classifiers]
             largest_lo, largest_hi = max(lo for lo, _ in brackets), max(hi for _, hi in brackets)
-            assert result.d_worst_lower[i, j] <= largest_hi * (1 + 1e-7) + 1e-9
-            assert result.d_worst[i, j] >= largest_lo * (1 - 1e-7) - 1e-9
-            assert result.d_worst[i, j] - result.d_worst_lower[i, j] <= settings.tol * result.d_worst[i, j] + 1e-12
-            assert result.d_psi[i, j] >= brackets[0][0] * (1 - 1e-7) - 1e-9  # the task probe alone
+            assert result.lower.d_worst[i, j] <= largest_hi * (1 + 1e-7) + 1e-9
+            assert result.values.d_worst[i, j] >= largest_lo * (1 - 1e-7) - 1e-9
+            gap = result.values.d_worst[i, j] - result.lower.d_worst[i, j]
+            assert gap <= settings.tol * result.values.d_worst[i, j] + 1e-12
+            assert result.values.d_psi[i, j] >= brackets[0][0] * (1 - 1e-7) - 1e-9  # the task probe alone
 
 
 def _relative(a: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:
@@ -243,11 +244,11 @@ def test_certified_values_are_stable(stability_runs, variant) -> None:
     settings, base, others = stability_runs
     other = others[variant]
     for measure in ("d_psi", "d_worst"):
-        a, b = getattr(base, measure), getattr(other, measure)
+        a, b = getattr(base.values, measure), getattr(other.values, measure)
         # both intervals contain the optimum and close to tol: the values differ by at most ~tol
         assert _relative(a, b, settings.atol).max(initial=0) <= 2 * settings.tol, measure
     # the searched value: the same path up to 1 % (steps accepted only for 1 % gains)
-    assert _relative(base.d_worst_search, other.d_worst_search, settings.atol).max(initial=0) <= 1e-2
+    assert _relative(base.values.d_worst_search, other.values.d_worst_search, settings.atol).max(initial=0) <= 1e-2
 
 
 @pytest.mark.slow
@@ -255,9 +256,11 @@ def test_ordering_recomputed_from_the_matrices(stability_runs) -> None:
     """d_psi <= d_worst <= d_worst_search, and each lower bound below its value, cell by cell."""
     _, base, _ = stability_runs
     off = ~np.eye(3, dtype=bool)
-    assert np.all(base.d_psi[off] <= base.d_worst[off]) and np.all(base.d_worst[off] <= base.d_worst_search[off])
+    values = base.values
+    assert np.all(values.d_psi[off] <= values.d_worst[off])
+    assert np.all(values.d_worst[off] <= values.d_worst_search[off])
     for measure in ("d_psi", "d_worst", "d_worst_search"):
-        assert np.all(getattr(base, measure + "_lower")[off] <= getattr(base, measure)[off])
+        assert np.all(getattr(base.lower, measure)[off] <= getattr(base.values, measure)[off])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +282,7 @@ def test_multi_class_values_have_no_certificate_and_the_log_says_so_once(three_c
     with caplog.at_level(logging.INFO, logger="affine_homotopy.core.extrinsic"):
         result = fixed_classifier_distances(reps, probes)
     assert not result.certified and result.n_classes == 3
-    assert np.isnan(result.d_psi_lower[0, 1]) and np.isfinite(result.d_psi[0, 1])
+    assert np.isnan(result.lower.d_psi[0, 1]) and np.isfinite(result.values.d_psi[0, 1])
     assert sum("3 classes" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -309,7 +312,7 @@ def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatc
     assert any("made no progress" in r.getMessage() for r in caplog.records)
     # the restart improved on the stalled start, to within a few per cent of the unstalled run
     assert first["d_psi"] < first[first["winning_start"]] * (1 - 1e-3)
-    assert result.d_psi[0, 1] <= reference.d_psi[0, 1] * 1.05
+    assert result.values.d_psi[0, 1] <= reference.values.d_psi[0, 1] * 1.05
 
 
 def test_multi_class_values_are_stable_under_jitter(three_classes) -> None:
@@ -318,7 +321,7 @@ def test_multi_class_values_are_stable_under_jitter(three_classes) -> None:
     base = fixed_classifier_distances(reps, probes)
     jittered = [(r * (1 + 1e-7 * rng.standard_normal(r.shape))).astype(np.float32).astype(np.float64) for r in reps]
     other = fixed_classifier_distances(jittered, probes)
-    assert _relative(base.d_psi, other.d_psi, 1e-6).max(initial=0) <= 1e-2
+    assert _relative(base.values.d_psi, other.values.d_psi, 1e-6).max(initial=0) <= 1e-2
 
 
 def test_a_failed_lp_is_a_numerical_error_naming_the_pair_and_classifier(monkeypatch) -> None:
@@ -346,9 +349,9 @@ def test_a_stalled_simplex_is_finished_by_the_interior_point_method(monkeypatch)
     result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                         pairs=[(0, 1)])
     ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
-    assert result.d_psi_lower[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9
-    assert result.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
-    assert result.d_psi[0, 1] - result.d_psi_lower[0, 1] <= 1e-3 * result.d_psi[0, 1] + 1e-12
+    assert result.lower.d_psi[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9
+    assert result.values.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
+    assert result.values.d_psi[0, 1] - result.lower.d_psi[0, 1] <= 1e-3 * result.values.d_psi[0, 1] + 1e-12
 
 
 def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:
@@ -362,10 +365,12 @@ def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:
     result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                         settings=settings, pairs=[(0, 1)])
     ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe, lam))
-    assert result.d_psi_lower[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9 and result.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
+    assert result.lower.d_psi[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9
+    assert result.values.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
     plain = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                        pairs=[(0, 1)])
-    assert abs(plain.d_psi[0, 1] - result.d_psi[0, 1]) > 10 * settings.tol * result.d_psi[0, 1]  # lam matters
+    # lam matters
+    assert abs(plain.values.d_psi[0, 1] - result.values.d_psi[0, 1]) > 10 * settings.tol * result.values.d_psi[0, 1]
     d_aff = np.array([[0.0, 0.3], [0.7, 0.0]])
     probes = [probe(np.random.default_rng(1), 4), probe(np.random.default_rng(2), 6)]
     expected = lam / 2 * d_aff * np.array([np.linalg.norm(p.weight, 2) for p in probes])[None, :]
@@ -383,19 +388,20 @@ def test_splitting_random_classifiers_into_blocks_changes_nothing(small_study) -
     split = extrinsic_distances(reps, probes, None, None, randoms, replace(settings, block_mb=1))
     per_head = 8 * 2 * (10 * reps[0].shape[0] + settings.working_set * 4)  # bytes, as the engine counts
     assert 2**20 // per_head < 12 * 2  # block_mb = 1 holds fewer heads than one source's random classifiers
-    np.testing.assert_array_equal(split.d_psi, one_block.d_psi)
-    np.testing.assert_allclose(split.d_worst, one_block.d_worst, rtol=2 * settings.tol, atol=settings.atol)
-    np.testing.assert_allclose(split.d_worst_lower, one_block.d_worst_lower, rtol=2 * settings.tol, atol=settings.atol)
+    np.testing.assert_array_equal(split.values.d_psi, one_block.values.d_psi)
+    for kind in ("values", "lower"):
+        np.testing.assert_allclose(getattr(split, kind).d_worst, getattr(one_block, kind).d_worst,
+                                   rtol=2 * settings.tol, atol=settings.atol)
 
 
 @pytest.fixture(scope="module")
 def selection_runs():
     """One small random problem (three encoders, two classes, 3 random classifiers each, d_aff and its
     maps), run with each extrinsic selection: the full one first."""
-    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
 
     reps, probes, randoms = three_encoders(21, 160, 6, 3)
-    intrinsic = pairwise_intrinsic(reps, settings=SolverSettings(keep_weights=True, measures=("d_aff",)))
+    intrinsic = pairwise_intrinsic(reps, settings=IntrinsicSettings(keep_weights=True, measures=("d_aff",)))
     settings = ExtrinsicSettings(search_steps=2, search_candidates=2)
     runs = {}
     for measures in (("d_psi", "d_worst", "d_worst_search"), ("d_psi", "d_worst"), ("d_psi",)):
@@ -416,17 +422,17 @@ def test_an_unselected_measure_is_not_computed_and_changes_nothing_else(selectio
 
     runs, d_aff = selection_runs
     full, part = runs[("d_psi", "d_worst", "d_worst_search")], runs[measures]
-    np.testing.assert_array_equal(part.d_psi, full.d_psi)
-    np.testing.assert_array_equal(part.d_psi_lower, full.d_psi_lower)
-    np.testing.assert_array_equal(part.bound, full.bound)
-    assert part.d_worst_search is None and part.d_worst_search_lower is None
+    np.testing.assert_array_equal(part.values.d_psi, full.values.d_psi)
+    np.testing.assert_array_equal(part.lower.d_psi, full.lower.d_psi)
+    np.testing.assert_array_equal(part.bounds.task, full.bounds.task)
+    assert part.values.d_worst_search is None and part.lower.d_worst_search is None
     if "d_worst" in measures:
-        np.testing.assert_array_equal(part.d_worst, full.d_worst)
+        np.testing.assert_array_equal(part.values.d_worst, full.values.d_worst)
         # bound_worst's largest norm also covers the searched classifiers, which stay in the ball of the
         # random ones (radius null): equal up to the projection's rounding
-        np.testing.assert_allclose(part.bound_worst, full.bound_worst, rtol=1e-12)
+        np.testing.assert_allclose(part.bounds.worst, full.bounds.worst, rtol=1e-12)
     else:
-        assert part.d_worst is None and part.d_worst_lower is None and part.bound_worst is None
+        assert part.values.d_worst is None and part.lower.d_worst is None and part.bounds.worst is None
     assert sorted(part.matrices()) == sorted(extrinsic_outputs(measures))
     assert sorted(full.matrices()) == sorted(extrinsic_outputs(("d_psi", "d_worst", "d_worst_search")))
     part.check_bounds()

@@ -99,12 +99,12 @@ def test_float32_iterations_still_certify_the_float64_interval() -> None:
     """Iterating in float32 and certifying in float64 brackets the same optimum as float64 throughout."""
     import torch
 
-    from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+    from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
 
     rng = np.random.default_rng(7)
     reps = [rng.standard_normal((300, 12)), np.tanh(rng.standard_normal((300, 12)) @ rng.standard_normal((12, 9)))]
-    exact = pairwise_intrinsic(reps, settings=SolverSettings(tol=1e-6, max_iter=3000)).matrices
-    mixed = pairwise_intrinsic(reps, settings=SolverSettings(tol=1e-3, iterate_dtype=torch.float32)).matrices
+    exact = pairwise_intrinsic(reps, settings=IntrinsicSettings(tol=1e-6, max_iter=3000)).matrices
+    mixed = pairwise_intrinsic(reps, settings=IntrinsicSettings(tol=1e-3, iterate_dtype=torch.float32)).matrices
     for i, j in ((0, 1), (1, 0)):
         assert mixed["d_aff_lower"][i, j] <= exact["d_aff"][i, j] * (1 + 1e-9)
         assert mixed["d_aff"][i, j] >= exact["d_aff_lower"][i, j] * (1 - 1e-9)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from affine_homotopy.core.intrinsic import MEASURES, SolverSettings, pairwise_intrinsic
+from affine_homotopy.core.intrinsic import MEASURES, IntrinsicSettings, pairwise_intrinsic
 
 
 def cvxpy():
@@ -29,7 +29,7 @@ D_AFF_FAMILY = ("d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "psi_norm")
 
 
 def run(reps: list[np.ndarray], tol: float = 1e-6, max_iter: int = 20000, **kwargs):
-    return pairwise_intrinsic(reps, settings=SolverSettings(tol=tol, max_iter=max_iter, **kwargs))
+    return pairwise_intrinsic(reps, settings=IntrinsicSettings(tol=tol, max_iter=max_iter, **kwargs))
 
 
 # ---------------------------------------------------------------------------------------------

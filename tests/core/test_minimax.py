@@ -23,11 +23,13 @@ import torch
 from affine_homotopy.core import minimax
 from affine_homotopy.models.derived import gaussian_noise, random_affine, svd_truncate
 from affine_homotopy.errors import AffineHomotopyError, NumericalError
-from affine_homotopy.core.intrinsic import SolverSettings, affine_map, missed_tol_warning, pairwise_intrinsic, solver_table
+from affine_homotopy.core.intrinsic import (IntrinsicSettings, affine_map, missed_tol_warning, pairwise_intrinsic,
+                                            solver_table)
 from affine_homotopy.jobs.io import write_embeddings
 from affine_homotopy.core.linalg import check_finite_representations, factorise
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
+
 SOLVERS = tuple(minimax.SOLVERS)
 F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -263,7 +265,7 @@ def test_both_solvers_agree_within_their_gaps_on_the_demo_pairs() -> None:
     names, reps = list(encoders), list(encoders.values())
     results = {}
     for solver in SOLVERS:
-        settings = SolverSettings(tol=1e-3, max_iter=5000, solver=solver, measures=("d_aff", "d_lin"),
+        settings = IntrinsicSettings(tol=1e-3, max_iter=5000, solver=solver, measures=("d_aff", "d_lin"),
                                   keep_weights=True)
         results[solver] = pairwise_intrinsic(reps, names, settings)
         assert results[solver].solver == solver
@@ -293,17 +295,18 @@ def test_rank_deficiency_grid_uses_the_configured_solver() -> None:
     encoders = demo_encoders(n=300, dim=24)
     reps = {"base": encoders["base"], "noise": encoders["noise"]}
     messages: list[str] = []
-    grids = {solver: rank_deficiency(reps, [0.5, 1.0], tol=1e-3, max_iter=3000, solver=solver, log=messages.append)
-             for solver in SOLVERS}
+    grids = {solver: rank_deficiency(reps, [0.5, 1.0], IntrinsicSettings(tol=1e-3, max_iter=3000, solver=solver),
+                                     log=messages.append) for solver in SOLVERS}
     for frame in grids.values():
         assert (frame["unconverged"] == 0).all()
     # the medians of two certified solves at gap 1e-3 agree to about that gap
     np.testing.assert_allclose(grids["jacobi"]["median"], grids["lawson"]["median"], rtol=2e-3, atol=1e-6)
-    capped = rank_deficiency(reps, [0.5, 1.0], tol=1e-6, max_iter=2, solver="jacobi", log=messages.append)
+    capped = rank_deficiency(reps, [0.5, 1.0], IntrinsicSettings(tol=1e-6, max_iter=2, solver="jacobi"),
+                             log=messages.append)
     assert capped["unconverged"].sum() > 0
     assert any(m.startswith("warning:") and "stopped at max_iter = 2" in m for m in messages)
     with pytest.raises(AffineHomotopyError, match="intrinsic.solver"):
-        rank_deficiency(reps, [0.5, 1.0], solver="newton")
+        rank_deficiency(reps, [0.5, 1.0], IntrinsicSettings(solver="newton"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,14 +315,14 @@ def test_rank_deficiency_grid_uses_the_configured_solver() -> None:
 
 def test_unknown_solver_is_a_config_error_before_work() -> None:
     with pytest.raises(AffineHomotopyError, match=r"intrinsic.solver.*jacobi.*lawson"):
-        pairwise_intrinsic([np.zeros((5, 2)), np.ones((5, 2))], settings=SolverSettings(solver="newton"))
+        pairwise_intrinsic([np.zeros((5, 2)), np.ones((5, 2))], settings=IntrinsicSettings(solver="newton"))
 
 
 def test_solver_table_and_missed_tol_warning() -> None:
     rng = np.random.default_rng(14)
     reps = [rng.standard_t(3, (120, 5)), rng.standard_t(3, (120, 4)), rng.standard_normal((120, 6))]
     names = ["a", "b", "c"]
-    capped = pairwise_intrinsic(reps, names, SolverSettings(tol=1e-6, max_iter=2))
+    capped = pairwise_intrinsic(reps, names, IntrinsicSettings(tol=1e-6, max_iter=2))
     frame = pd.DataFrame(solver_table(capped))
     assert len(frame) == 6 and set(frame["solver"]) == {"jacobi"}
     assert {"converged", "d_lin_converged", "d_lin_iterations", "iterations", "gap", "d_aff_lower"} <= set(frame)
@@ -327,7 +330,7 @@ def test_solver_table_and_missed_tol_warning() -> None:
     assert (frame["gap"] == frame["d_aff"] - frame["d_aff_lower"]).all()
     message = missed_tol_warning(capped, 1e-6, 2)
     assert message.startswith("6 of 6 d_aff pairs, 6 of 6 d_lin pairs stopped at max_iter = 2")
-    done = pairwise_intrinsic(reps, names, SolverSettings(tol=1e-3, max_iter=5000))
+    done = pairwise_intrinsic(reps, names, IntrinsicSettings(tol=1e-3, max_iter=5000))
     assert pd.DataFrame(solver_table(done))["converged"].all()
     assert missed_tol_warning(done, 1e-3, 5000) is None
 
@@ -389,14 +392,16 @@ def test_job_stops_on_non_finite_embeddings_and_writes_nothing(tmp_path: Path, r
     outputs = {name: str(out / f"{name}.csv") for name in ("d_aff", "rank", "solver", "d_psi", "d_worst", "bound",
                                                             "diagnostics")}
     outputs["weights"] = str(out / "weights.npy")
-    settings = {"tol": 1e-3, "max_iter": 100, "rank_tolerance_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
-                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float64", "working_set": True}
+    settings = {"tol": 1e-3, "max_iter": 100, "rank_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
+                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float64", "working_set": True,
+                "measures": ["d_aff"]}
     if rule == "intrinsic":
-        params = {"settings": settings, "encoders": ["good", "broken"], "measures": ["d_aff"], "device": "cpu"}
+        params = {"study": {"intrinsic": settings}, "encoders": ["good", "broken"], "measures": ["d_aff"],
+                  "device": "cpu"}
         job_input = inputs
     else:
-        # the check comes before any setting is used: settings answer every key with an empty dict
-        params = {"settings": defaultdict(dict), "encoders": ["good", "broken"], "device": "cpu", "multiplier": 5}
+        # the check comes before any setting is used: the study answers every key with an empty dict
+        params = {"study": defaultdict(dict), "encoders": ["good", "broken"], "device": "cpu"}
         job_input = SimpleNamespace(embeddings=inputs, probes=[], d_aff="missing.csv", map_weights="missing.npy")
     snakemake = fake_snakemake(tmp_path, job_input, outputs, params, {"task": "toy", "layer": "layer6"}, rule)
     with pytest.raises(SystemExit) as stop:
@@ -416,9 +421,10 @@ def test_intrinsic_job_writes_solver_columns_and_one_warning(tmp_path: Path) -> 
     measures = ["d_aff", "d_aff_lower", "d_lin"]
     outputs = {name: str(out / f"{name}.csv") for name in (*measures, "rank", "solver")}
     outputs["weights"] = str(out / "weights.npy")
-    settings = {"tol": 1e-9, "max_iter": 2, "rank_tolerance_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
-                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float32", "working_set": True}
-    params = {"settings": settings, "encoders": ["good", "broken"], "measures": measures, "device": "cpu"}
+    settings = {"tol": 1e-9, "max_iter": 2, "rank_multiplier": 5, "solver": "jacobi", "lawson_power": 1,
+                "anderson_memory": 5, "block_mb": 64, "dtype": "float64", "iterate_dtype": "float32", "working_set": True,
+                "measures": ["d_aff", "d_lin"]}
+    params = {"study": {"intrinsic": settings}, "encoders": ["good", "broken"], "measures": measures, "device": "cpu"}
     snakemake = fake_snakemake(tmp_path, inputs, outputs, params, {"task": "toy", "layer": "layer6"}, "intrinsic")
     runpy.run_path(str(REPO / "workflow" / "scripts" / "intrinsic.py"), init_globals={"snakemake": snakemake},
                    run_name="__main__")
@@ -438,7 +444,7 @@ def test_svd_falls_back_to_gesvd_when_torch_fails(monkeypatch: pytest.MonkeyPatc
     rng = np.random.default_rng(16)
     x = rng.standard_normal((200, 12))
     image = random_affine(x, x[:1], seed=0, layer=1)[0]
-    expected = pairwise_intrinsic([x, image], settings=SolverSettings(measures=("cca_r2", "procrustes", "d_iso")))
+    expected = pairwise_intrinsic([x, image], settings=IntrinsicSettings(measures=("cca_r2", "procrustes", "d_iso")))
 
     def failing(*args, **kwargs):
         raise torch.linalg.LinAlgError("linalg.svd: The algorithm failed to converge")
@@ -448,7 +454,7 @@ def test_svd_falls_back_to_gesvd_when_torch_fails(monkeypatch: pytest.MonkeyPatc
     U, s, Vt = thin_svd(matrix)
     torch.testing.assert_close(U @ torch.diag(s) @ Vt, matrix)
     assert U.shape == (7, 5) and s.shape == (5,) and Vt.shape == (5, 5) and U.dtype == matrix.dtype
-    fallback = pairwise_intrinsic([x, image], settings=SolverSettings(measures=("cca_r2", "procrustes", "d_iso")))
+    fallback = pairwise_intrinsic([x, image], settings=IntrinsicSettings(measures=("cca_r2", "procrustes", "d_iso")))
     for measure in ("cca_r2", "procrustes", "d_iso"):
         np.testing.assert_allclose(fallback.matrices[measure], expected.matrices[measure], atol=1e-9)
     assert fallback.matrices["cca_r2"][0, 1] < 1e-9  # an affine image: every canonical correlation is 1

@@ -18,7 +18,7 @@ import torch
 import affine_homotopy as ah
 from affine_homotopy.errors import ConvergenceWarning, UpcastWarning
 from affine_homotopy.core.extrinsic import extrinsic_distances
-from affine_homotopy.core.intrinsic import SolverSettings, pairwise_intrinsic
+from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
 from affine_homotopy.core.probes import SoftmaxProbe
 
 N = 120
@@ -38,7 +38,7 @@ def encoders() -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def engine(encoders):
     return pairwise_intrinsic(list(encoders.values()), list(encoders),
-                              SolverSettings(tol=TOL, max_iter=MAX_ITER, keep_weights=True))
+                              IntrinsicSettings(tol=TOL, max_iter=MAX_ITER, keep_weights=True))
 
 
 def ordered_pairs(names):
@@ -117,7 +117,7 @@ def test_the_solver_choice_reaches_the_engine(encoders) -> None:
 
     x, y = encoders["x"], encoders["y"]
     for solver in SOLVERS:
-        engine = pairwise_intrinsic([x, y], settings=SolverSettings(tol=1e-4, measures=("d_aff",), solver=solver))
+        engine = pairwise_intrinsic([x, y], settings=IntrinsicSettings(tol=1e-4, measures=("d_aff",), solver=solver))
         result = ah.d_aff(x, y, tol=1e-4, solver=solver)
         assert close(result.upper, engine.matrices["d_aff"][0, 1]) and result.iterations == engine.iterations[0, 1]
     with pytest.raises(ValueError, match="no_such_solver"):
@@ -149,10 +149,10 @@ def test_d_psi_equals_the_engine_and_respects_lemma_5_2(encoders, engine) -> Non
     result = ah.d_psi(x, y, (weight, bias), tol=TOL, max_iter=MAX_ITER)
     # the workflow's call: every encoder with its probe, the intrinsic stage's map weights
     source_probe = SoftmaxProbe(rng.standard_normal((10, 3)), np.zeros(3), 0.0, 0)
-    weights = pairwise_intrinsic([x, y], settings=SolverSettings(tol=TOL, max_iter=MAX_ITER, keep_weights=True,
+    weights = pairwise_intrinsic([x, y], settings=IntrinsicSettings(tol=TOL, max_iter=MAX_ITER, keep_weights=True,
                                                                  measures=("d_aff",))).weights
     workflow = extrinsic_distances([x, y], [source_probe, SoftmaxProbe(weight, bias, 0.0, 0)], map_weights=weights)
-    assert close(result.value, workflow.d_psi[0, 1])
+    assert close(result.value, workflow.values.d_psi[0, 1])
     assert close(result.d_aff.upper, engine.matrices["d_aff"][0, 1])
     assert result.bound == pytest.approx(0.5 * np.linalg.norm(weight, 2) * result.d_aff.upper, rel=1e-12)
     assert 0 <= result.value <= min(result.bound + 1e-12, math.sqrt(2))
@@ -248,13 +248,13 @@ def test_a_single_pair_solves_only_that_pair(encoders, monkeypatch) -> None:
     result = ah.d_aff(x, y, TOL, MAX_ITER)
     assert len(calls) == 1 and calls[0][1][0] == 1  # one solve of one target
     assert calls[0][0][1] == np.linalg.matrix_rank(x - x.mean(axis=0)) + 1  # the design is x's
-    full = pairwise_intrinsic([x, y], ["x", "y"], SolverSettings(tol=TOL, max_iter=MAX_ITER))
+    full = pairwise_intrinsic([x, y], ["x", "y"], IntrinsicSettings(tol=TOL, max_iter=MAX_ITER))
     assert close(result.upper, full.matrices["d_aff"][0, 1])
 
 
 def test_explicit_pairs_match_all_pairs_and_leave_the_rest_empty(encoders, engine) -> None:
     reps, names = list(encoders.values()), list(encoders)
-    settings = SolverSettings(tol=TOL, max_iter=MAX_ITER)
+    settings = IntrinsicSettings(tol=TOL, max_iter=MAX_ITER)
     some = pairwise_intrinsic(reps, names, settings, pairs=[(2, 0), (0, 1)])
     for measure, matrix in some.matrices.items():
         for i, j in ((2, 0), (0, 1)):

@@ -1,4 +1,4 @@
-"""Bad input to the library API (affine_homotopy.api) that tests/test_api.py leaves out: the dtype,
+"""Bad input to the library API (affine_homotopy.api) that tests/library/test_api.py leaves out: the dtype,
 device, max_iter and rank checks; a probe with the wrong bias shape, NaN or the wrong type; an empty
 measure list; DAffResult.transform with the wrong width; PairwiseTable with an unknown name.
 

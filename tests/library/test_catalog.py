@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO, SCHEMA
+from tests.helpers import REPO, SCHEMA
 
 
 def schema_keys(node: object) -> set[str]:

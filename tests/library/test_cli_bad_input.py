@@ -1,4 +1,4 @@
-"""The command line's branches that tests/test_cli.py leaves out: FILE:KEY and files holding several
+"""The command line's branches that tests/library/test_cli.py leaves out: FILE:KEY and files holding several
 arrays, an unknown suffix, a .pt file holding something other than a tensor, an unreadable sidecar,
 errors in --names, and the output for a result that did not converge.
 

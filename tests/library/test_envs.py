@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from packaging.requirements import Requirement
 
-from .conftest import REPO, rule_blocks
+from tests.helpers import REPO, rule_blocks
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
 # Every env installs the project itself; workflow/rules/common.smk sets the variable, pip expands it.

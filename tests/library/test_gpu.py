@@ -20,9 +20,7 @@ import torch
 from affine_homotopy.jobs import devices
 from affine_homotopy.errors import ConfigError
 
-from .conftest import REPO
-from .test_resources import GPU_CAPABLE, planned_jobs
-from .test_workflow import PAPER, snakemake, tiny_config, write_config
+from tests.helpers import GPU_CAPABLE, PAPER, REPO, planned_jobs, snakemake, tiny_config, write_config
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .conftest import REPO
+from tests.helpers import REPO
 
 PACKAGE = REPO / "src" / "affine_homotopy"
 LAYERS = ("errors", "core", "study", "jobs", "models", "report", "top")

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO
-from .test_workflow import job_counts
+from tests.helpers import REPO, job_counts
 
 pytestmark = pytest.mark.workflow
 

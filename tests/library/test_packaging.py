@@ -30,7 +30,7 @@ from affine_homotopy.errors import ConfigError
 from affine_homotopy.core.intrinsic import MEASURES
 from affine_homotopy.study.tasks import GLUE_TASKS
 
-from .conftest import REPO, SCHEMA
+from tests.helpers import REPO, SCHEMA
 
 # A numpy of another minor version than constraints.txt's, inside pyproject.toml's range (and another
 # major: the range starts at 1.26, and a research stack may well hold it)
@@ -38,11 +38,12 @@ OTHER_NUMPY = "1.26.4"
 HEAVY = ("pandas", "transformers", "snakemake", "matplotlib", "huggingface_hub", "jsonschema")
 
 
-def readme_section(title: str) -> str:
+def readme_section(title: str, level: int = 2) -> str:
     text = (REPO / "README.md").read_text()
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end > 0 else None]
+    start = text.index(f"\n{'#' * level} {title}\n")
+    end = min((i for i in (text.find(f"\n{'#' * k} ", start + 1) for k in range(2, level + 1)) if i > 0),
+              default=len(text))
+    return text[start:end]
 
 
 def readme_example() -> str:
@@ -204,3 +205,18 @@ def test_an_empty_rank_deficiency_group_is_refused_once() -> None:
     demo.setdefault("analysis", {})["rank_deficiency"] = {"group": []}
     with pytest.raises(ConfigError, match=r"'analysis\.rank_deficiency\.group' is an empty list"):
         check_config(demo, SCHEMA)
+
+
+@pytest.mark.slow  # embeds the example's 800 reviews with the demo encoder: about 20 s
+def test_the_readme_embed_example_runs_from_texts_to_d_aff(tmp_path: Path) -> None:
+    """The README's `ah.embed` example, as a user runs it from the repository root (here a folder
+    that links to the repository's config/, so the file it writes lands in tmp_path)."""
+    code = re.search(r"```python\n(.*?)```", readme_section("Representations computed elsewhere", level=3), re.S)[1]
+    (tmp_path / "config").symlink_to(REPO / "config")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    value = float(result.stdout.strip().splitlines()[-1])
+    assert np.isfinite(value) and value > 0  # two different layers: not an affine image of each other
+    with np.load(tmp_path / "mine.npz") as saved:
+        assert saved["layer3"].shape == (800, 384) and saved["ids"].shape == (800,)

@@ -1,9 +1,12 @@
 """The suite's own rules (tests/conftest.py, pyproject.toml), run on a throw-away suite: a skip, an
 xfail, an unregistered marker or an optional test with a reason off the allow-list fails; CI refuses
-AFFINE_HOMOTOPY_ALLOW_SKIPS; workflow and install imply slow; a hung test is stopped by the timeout."""
+AFFINE_HOMOTOPY_ALLOW_SKIPS; workflow and install imply slow; a hung test is stopped by the timeout. And
+no test module imports another: what they share is in tests/helpers.py, tests/conftest.py and
+tests/tolerances.py."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -13,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.helpers import REPO
 
 SUITE = '''
 import time
@@ -52,10 +55,12 @@ def test_hangs():
 
 
 def run_suite(tmp_path: Path, source: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """pytest on a suite made of this repository's conftest.py and pytest settings and ``source``."""
+    """pytest on a suite made of this repository's conftest.py (with the helpers it imports) and pytest
+    settings and ``source``."""
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "tests").mkdir(exist_ok=True)
-    shutil.copy(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    for name in ("__init__.py", "conftest.py", "helpers.py"):
+        shutil.copy(REPO / "tests" / name, tmp_path / "tests" / name)
     (tmp_path / "tests" / "test_it.py").write_text(source)
     environment = {k: v for k, v in os.environ.items() if k not in ("CI", "AFFINE_HOMOTOPY_ALLOW_SKIPS")}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", *args],
@@ -107,3 +112,39 @@ def test_workflow_and_install_imply_slow(tmp_path: Path) -> None:
 def test_a_suite_that_could_pass_unchecked_is_refused(tmp_path: Path, source: str, message: str) -> None:
     result = run_suite(tmp_path, source)
     assert result.returncode != 0 and message in result.stdout + result.stderr, result.stdout[-2000:] + result.stderr
+
+
+def imported_modules(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
+    """(line, dotted name) of every module a file under ``root`` imports, relative imports resolved against
+    its package; ``from package import name`` also yields ``package.name``, which may be a module."""
+    package = list(path.relative_to(root).with_suffix("").parts[:-1])
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.append((node.lineno, module))
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    offenders = [f"{path.relative_to(REPO)}:{line}: imports {module}"
+                 for path in sorted((REPO / "tests").rglob("*.py"))
+                 for line, module in imported_modules(path)
+                 if module.split(".")[0] == "tests" and module.split(".")[-1].startswith("test_")]
+    assert not offenders, ("a test module imports another test module; move what they share to tests/helpers.py "
+                           "(a fixture: tests/conftest.py):\n  " + "\n  ".join(offenders))
+
+
+def test_the_import_check_sees_every_form_of_import(tmp_path: Path) -> None:
+    probe = tmp_path / "tests" / "workflow" / "test_probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("from .test_workflow import snakemake\nfrom ..models.test_staging_cache import MB0\n"
+                     "from tests.workflow import test_resources\nimport tests.study.test_lock\n"
+                     "def f():\n    from tests.helpers import REPO\n")
+    modules = {module for _, module in imported_modules(probe, tmp_path)}
+    assert {"tests.workflow.test_workflow", "tests.models.test_staging_cache", "tests.workflow.test_resources",
+            "tests.study.test_lock", "tests.helpers", "tests.helpers.REPO"} <= modules, modules

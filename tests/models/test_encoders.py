@@ -67,7 +67,7 @@ DECODER_TEXTS = ["the film was good", "a very very dull and boring plot that wou
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
 def decoder(request, tmp_path_factory):
-    from .conftest import write_tiny_decoder
+    from tests.helpers import write_tiny_decoder
 
     folder = write_tiny_decoder(tmp_path_factory.mktemp(request.param), request.param, layers=3)
     return request.param, folder
@@ -101,9 +101,9 @@ def test_left_padded_bert_and_roberta_keep_their_positions(tiny_models, tmp_path
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaModel
 
-    from .conftest import _WORDS
+    from tests.helpers import WORDS
 
-    vocab = {t: k for k, t in enumerate(dict.fromkeys(["<s>", "<pad>", "</s>", "<unk>"] + _WORDS))}
+    vocab = {t: k for k, t in enumerate(dict.fromkeys(["<s>", "<pad>", "</s>", "<unk>"] + WORDS))}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",

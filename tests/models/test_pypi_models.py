@@ -31,7 +31,7 @@ from affine_homotopy.errors import ConfigError, StagingError
 from affine_homotopy.models.onnx_convert import convert_onnx_bert
 from affine_homotopy.models.pypi_models import PackagePin, pip_download, stage_pypi_model
 
-from .conftest import REPO, SHARED_GLUE, shared_glue_missing, write_tiny_bert
+from tests.helpers import REPO, SHARED_GLUE, shared_glue_missing, write_tiny_bert
 
 # ---------------------------------------------------------------------------------------------
 # helpers: wheels and zip parts made here
@@ -362,7 +362,7 @@ def test_real_models_config_validates_and_dry_runs(schema_path, tmp_path: Path, 
     monkeypatch.chdir(REPO)  # its GLUE path is relative to the repository root
     check_config(real_models_config(), schema_path)
     # The dry run plans from an empty folder (nothing staged there): same config, GLUE path made absolute.
-    from .test_workflow import job_counts, snakemake, write_config
+    from tests.helpers import job_counts, snakemake, write_config
 
     config = real_models_config()
     for task in config["tasks"].values():

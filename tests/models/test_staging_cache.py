@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import io
 import json
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -32,90 +30,10 @@ from affine_homotopy.study.hub import hub_cache_dir
 from affine_homotopy.jobs.io import fingerprint_frame
 from affine_homotopy.models.staging import MARKER, stage_model, stage_task
 
-from .conftest import _WORDS
-from .test_workflow import job_counts, snakemake, write_config
-
-COMMIT_A = hashlib.sha1(b"tiny model a").hexdigest()
-COMMIT_B = hashlib.sha1(b"tiny model b").hexdigest()
-COMMIT_GLUE = hashlib.sha1(b"tiny glue").hexdigest()
-MB0, MB1 = "google/multiberts-seed_0", "google/multiberts-seed_1"
-
-
-# ---------------------------------------------------------------------------------------------
-# building caches
-
-
-def put_in_hub_cache(
-    cache: Path, repo_id: str, files: dict[str, bytes], commit: str, repo_type: str = "model",
-    refs: tuple[str, ...] = ("main",),
-) -> Path:
-    """Lay ``files`` out as huggingface_hub does; returns the snapshot folder."""
-    repo = cache / f"{repo_type}s--{repo_id.replace('/', '--')}"
-    snapshot = repo / "snapshots" / commit
-    for name, data in files.items():
-        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        link = snapshot / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    snapshot.mkdir(parents=True, exist_ok=True)
-    for ref in refs:
-        (repo / "refs").mkdir(parents=True, exist_ok=True)
-        (repo / "refs" / ref).write_text(commit)
-    return snapshot
-
-
-def model_files(folder: Path, drop: tuple[str, ...] = ()) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and p.name not in drop}
-
-
-def glue_tables(seed: int) -> dict[str, dict[str, pd.DataFrame]]:
-    """Tiny GLUE tables with the hub's column names: rte (pairs), sst2 (single), mnli (3 classes,
-    matched and mismatched dev sets); test splits carry label -1 as on the hub."""
-    rng = random.Random(seed)
-
-    def sentence() -> str:
-        return " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
-
-    def table(columns: tuple[str, ...], n: int, n_classes: int, test: bool = False) -> pd.DataFrame:
-        data = {c: [sentence() for _ in range(n)] for c in columns}
-        labels = [-1] * n if test else [k % n_classes for k in range(n)]
-        return pd.DataFrame({**data, "label": labels, "idx": list(range(n))}).astype({"label": "int64"})
-
-    pair, nli = ("sentence1", "sentence2"), ("premise", "hypothesis")
-    return {
-        "rte": {"train": table(pair, 40, 2), "validation": table(pair, 16, 2), "test": table(pair, 8, 2, True)},
-        "sst2": {"train": table(("sentence",), 24, 2), "validation": table(("sentence",), 10, 2)},
-        "mnli": {"train": table(nli, 30, 3), "validation_matched": table(nli, 9, 3),
-                 "validation_mismatched": table(nli, 12, 3)},
-    }
-
-
-def put_glue_in_cache(cache: Path, tables: dict[str, dict[str, pd.DataFrame]], commit: str = COMMIT_GLUE) -> Path:
-    files: dict[str, bytes] = {}
-    configs = []
-    for task, splits in tables.items():
-        configs.append(f"- config_name: {task}\n  data_files:")
-        for split, frame in splits.items():
-            buffer = io.BytesIO()
-            frame.to_parquet(buffer, index=False)
-            files[f"{task}/{split}-00000-of-00001.parquet"] = buffer.getvalue()
-            configs.append(f"  - split: {split}\n    path: {task}/{split}-*")
-    files["README.md"] = ("---\nconfigs:\n" + "\n".join(configs) + "\n---\n# GLUE (tiny)\n").encode()
-    return put_in_hub_cache(cache, "nyu-mll/glue", files, commit, repo_type="dataset")
-
-
-@pytest.fixture
-def hf_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty HF_HOME for this test, the hub switched off."""
-    home = tmp_path / "hf_home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    return home
+from tests.helpers import (
+    COMMIT_A, COMMIT_B, COMMIT_GLUE, MB0, MB1, cached_study_config, glue_tables, job_counts, model_files,
+    put_glue_in_cache, put_in_hub_cache, snakemake, write_config,
+)
 
 
 @pytest.fixture
@@ -359,22 +277,6 @@ def test_provenance_names_each_route(tmp_path: Path, hf_home: Path, tiny_models)
 
 # ---------------------------------------------------------------------------------------------
 # the workflow: the issue's reproduction, then the tiny study, from the cache
-
-
-def cached_study_config(tiny_models, run_name: str = "cached") -> dict:
-    return {
-        "run_name": run_name,
-        "encoders": {
-            "mb0": {"source": "hf", "model": MB0},
-            "mb1": {"source": "hf", "model": MB1, "revision": COMMIT_B},
-            "mb0_svd50": {"source": "derived", "base": "mb0", "transform": "svd_truncate", "fraction": 0.5},
-        },
-        "tasks": {"rte": {"source": "glue", "n_train": 40}},
-        "layers": [2],
-        "embedding": {"batch_size": 16},
-        "probe": {"l2_grid": [0.1], "max_iter": 100},
-        "extrinsic": {"max_iter": 50, "n_random_classifiers": 2},
-    }
 
 
 @pytest.mark.workflow

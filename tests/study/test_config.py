@@ -14,7 +14,7 @@ from affine_homotopy.errors import ConfigError, StagingError
 from affine_homotopy.models.encoders import load_encoder
 from affine_homotopy.core.measures import stage_outputs
 
-from .conftest import REPO
+from tests.helpers import REPO
 
 
 def base_config(tiny_models: dict[str, Path]) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
                                    "threads": 2}
     assert config["intrinsic"]["threads"] == 2  # the jobs' threads before the key existed
     assert config["tasks"]["s"]["n_train"] == 2000 and config["device"] == "auto"
-    assert config["intrinsic"]["rank_tolerance_multiplier"] == 5
+    assert config["intrinsic"]["rank_multiplier"] == 5
     # the default selection is what Table 1 and the figures need; d_lin is opt-in
     from affine_homotopy.core.measures import DEFAULT_SELECTION
 
@@ -56,8 +56,8 @@ def test_shipped_configs_are_valid(schema_path) -> None:
 @pytest.mark.parametrize(
     "mutate,expected",
     [
-        (lambda c: c["encoders"]["a"].update(source="hff"), r"'encoders\.a\.source' has value 'hff'; allowed values: hf, path, package, pypi, derived"),
-        (lambda c: c["tasks"]["s"].update(source="csv"), r"'tasks\.s\.source' has value 'csv'; allowed values: glue, glue_dir, synthetic"),
+        (lambda c: c["encoders"]["a"].update(source="hff"), r"'encoders\.a\.source' has value 'hff'; allowed values: hf, path, package, pypi, derived, embeddings"),
+        (lambda c: c["tasks"]["s"].update(source="csv"), r"'tasks\.s\.source' has value 'csv'; allowed values: glue, glue_dir, synthetic, table, hf_dataset"),
         (lambda c: c.update(layers=[1, 7]), r"encoder 'a' has depth 2 .*layer\(s\) \[7\] do not exist"),
         (lambda c: c["encoders"]["b"].update(base="zzz"), r"'encoders\.b\.base' has value 'zzz', which is not an encoder"),
         (lambda c: c["encoders"].update(c1={"source": "derived", "base": "c2", "transform": "random_affine"},
@@ -127,6 +127,16 @@ def test_bad_config_is_named(tiny_models, schema_path, mutate, expected) -> None
         check(config, schema_path)
 
 
+def test_renamed_key_names_the_new_one(tiny_models, schema_path) -> None:
+    config = base_config(tiny_models)
+    config["intrinsic"] = {"rank_tolerance_multiplier": 5}
+    with pytest.raises(ConfigError, match=r"^config key 'intrinsic\.rank_tolerance_multiplier' was renamed: use "
+                                          r"'intrinsic\.rank_multiplier' \(same meaning\)\.$"):
+        check(config, schema_path)
+    config["intrinsic"] = {"rank_multiplier": 3}
+    assert check(config, schema_path)["intrinsic"]["rank_multiplier"] == 3
+
+
 def test_extrinsic_selection_and_layers(tiny_models, schema_path) -> None:
     """The defaults (d_psi and d_worst at every layer, the table layer the last) and the labels of a
     chosen set of layers: in the order of `layers`, written as positions or labels."""
@@ -181,7 +191,7 @@ def test_relative_and_last_layers_pass_whatever_the_depth(tiny_models, schema_pa
 
 
 def test_decoder_without_padding_token_fails_before_any_job(tmp_path, schema_path) -> None:
-    from .conftest import write_tiny_decoder
+    from tests.helpers import write_tiny_decoder
 
     folder = write_tiny_decoder(tmp_path / "gpt", "gpt2", layers=2)
     config = {"run_name": "t", "tasks": {"s": {"source": "synthetic", "generator": "synthetic_sentiment"}},

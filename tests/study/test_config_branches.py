@@ -1,4 +1,4 @@
-"""Branches of the config check (affine_homotopy.config) that tests/test_config.py leaves out: a config
+"""Branches of the config check (affine_homotopy.config) that tests/study/test_config.py leaves out: a config
 that is not a mapping, a family that is not a mapping, a package without a model in `subdir`, a model
 config without `num_hidden_layers`, and the names in `analysis.rank_deficiency.group`. Each must be a
 ConfigError that names the key, raised by the check the workflow runs at start-up (check_config, or
@@ -17,7 +17,7 @@ import yaml
 from affine_homotopy.study.validation import check_config, load_config
 from affine_homotopy.errors import ConfigError
 
-from .conftest import SCHEMA
+from tests.helpers import SCHEMA
 
 
 def base(tiny_models: dict[str, Path]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from affine_homotopy.study.validation import check_config
 from affine_homotopy.study.families import family_members, training_dynamics_members
 from affine_homotopy.errors import ConfigError
 
-from .conftest import REPO
+from tests.helpers import REPO
 
 
 def config_with(families: dict[str, Any], encoders: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

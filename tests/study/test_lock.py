@@ -1,6 +1,6 @@
 """The study's lock of resolved commits (affine_homotopy.study.lock): written by the first staging, then
 enforced; each kind of bad lock is a named error before any job. The hub is off; models and GLUE
-data come from caches laid out as huggingface_hub does (the helpers of test_staging_cache)."""
+data come from caches laid out as huggingface_hub does (tests/helpers.py)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,10 @@ from affine_homotopy.errors import ConfigError, StagingError
 from affine_homotopy.study.lock import build_lock, check_lock, lock_path, write_lock
 from affine_homotopy.models.staging import MARKER, stage_model, stage_task
 
-from .test_staging_cache import (  # noqa: F401  (hf_home is a fixture)
-    COMMIT_A, COMMIT_B, COMMIT_GLUE, MB0, MB1, cached_study_config, glue_tables, hf_home, model_files,
-    put_glue_in_cache, put_in_hub_cache,
+from tests.helpers import (
+    COMMIT_A, COMMIT_B, COMMIT_GLUE, MB0, MB1, cached_study_config, glue_tables, job_counts, model_files,
+    put_glue_in_cache, put_in_hub_cache, snakemake, write_config,
 )
-from .test_workflow import job_counts, snakemake, write_config
 
 COMMIT_C = hashlib.sha1(b"tiny model a, retrained").hexdigest()
 COMMIT_GLUE_2 = hashlib.sha1(b"tiny glue, second release").hexdigest()

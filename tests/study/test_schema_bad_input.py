@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from affine_homotopy.study.validation import check_config
 from affine_homotopy.errors import ConfigError
 
-from .conftest import SCHEMA
+from tests.helpers import SCHEMA
 
 SCHEMA_DOC = yaml.safe_load(SCHEMA.read_text())
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -128,7 +129,8 @@ SHA = "0" * 64
 FAMILY = "fam"
 
 
-def _raw_base(tiny_models: dict[str, Path], glue: Path) -> dict[str, Any]:
+def _raw_base(tiny_models: dict[str, Path], glue: Path, own: dict[str, Path] | None = None) -> dict[str, Any]:
+    own = own or {}
     return {
         "run_name": "schema",
         "encoders": {
@@ -140,12 +142,17 @@ def _raw_base(tiny_models: dict[str, Path], glue: Path) -> dict[str, Any]:
             "svd": {"source": "derived", "base": "by_path", "transform": "svd_truncate", "fraction": 0.5},
             "noisy": {"source": "derived", "base": "by_path", "transform": "gaussian_noise", "sigma": 0.1},
             "affine": {"source": "derived", "base": "by_path", "transform": "random_affine"},
+            # one file for every task: its ids cover the synthetic task's and the table's examples
+            "by_file": {"source": "embeddings", "files": {task: str(own.get("embeddings"))
+                                                          for task in ("synth", "rte", "sst2", "table", "hub")}},
         },
         "encoder_families": {FAMILY: {"source": "hf", "model": "no-such-org/model-{seed}", "seed": [1, 2]}},
         "tasks": {
             "synth": {"source": "synthetic", "generator": "synthetic_sentiment"},
             "rte": {"source": "glue_dir", "path": str(glue)},
             "sst2": {"source": "glue"},
+            "table": {"source": "table", "path": str(own.get("table")), "validation_fraction": 0.25},
+            "hub": {"source": "hf_dataset", "dataset": "no-such-org/no-such-data"},  # not staged: its job checks it
         },
         "layers": [1, 2],
     }
@@ -159,7 +166,11 @@ def bases(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     (glue / "RTE").mkdir()
     for split in ("train", "dev"):
         (glue / "RTE" / f"{split}.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\tentailment\n")
-    raw = _raw_base(tiny_models, glue)
+    own = tmp_path_factory.mktemp("own")
+    (own / "table.csv").write_text("text,label\n" + "".join(f"text {k},{'ab'[k % 2]}\n" for k in range(12)))
+    ids = [f"train:{k}" for k in range(2000)] + [f"dev:{k}" for k in range(500)] + [str(k) for k in range(12)]
+    np.savez(own / "embeddings.npz", ids=np.array(ids), representation=np.ones((len(ids), 3), dtype=np.float32))
+    raw = _raw_base(tiny_models, glue, {"table": own / "table.csv", "embeddings": own / "embeddings.npz"})
     relative = copy.deepcopy(raw)
     relative["layers"] = {"relative": [0.5, 1.0]}
     out = {"raw": raw, "raw_relative": relative}
@@ -330,7 +341,7 @@ def _first_case(kind: str) -> Site:
 @pytest.mark.workflow
 @pytest.mark.parametrize("kind", ["bound", "enum", "required"])
 def test_the_workflow_stops_before_any_job(bases, tmp_path: Path, kind: str) -> None:
-    from .test_workflow import snakemake, write_config
+    from tests.helpers import snakemake, write_config
 
     site = _first_case(kind)
     config, container, key, dotted = _site_config(bases, site.path, site.kind)

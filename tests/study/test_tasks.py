@@ -10,7 +10,7 @@ from affine_homotopy.errors import DataError
 from affine_homotopy.models.task_data import load_task_split, read_glue_tsv
 from affine_homotopy.study.tasks import glue_dir_files, task_info
 
-from .conftest import SHARED_GLUE, shared_glue_missing
+from tests.helpers import SHARED_GLUE, shared_glue_missing
 
 FILES = {
     "SST-2": "sentence\tlabel\nit 's a charming journey . \t1\nno wit , only labored gags \t0\n",

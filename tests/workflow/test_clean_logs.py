@@ -1,6 +1,6 @@
 """Clean logs: the probes take the read-only arrays the workflow hands them (labels from a parquet
 table, memory-mapped embeddings) without PyTorch's non-writable-array warning, and a job's Python
-warnings are written to its log (where tests/test_workflow.py looks for them after a tiny run)."""
+warnings are written to its log (where tests/workflow/test_workflow.py looks for them after a tiny run)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,9 @@ def test_probes_raise_no_warning_on_read_only_input(read_only, fit: str, monkeyp
 def test_a_jobs_warnings_are_written_to_its_log(tmp_path: Path) -> None:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    # a job script run earlier in this process (runpy, as tests/core/test_minimax.py does) leaves the capture
+    # switched on while pytest restores warnings.showwarning after each test: switched on again, it would not hook
+    logging.captureWarnings(False)
     try:
         runner.configure_logging(str(tmp_path / "job.log"))
         warnings.warn("something to look at", UserWarning)  # noqa: B028

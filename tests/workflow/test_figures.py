@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from affine_homotopy.core.intrinsic import IntrinsicSettings
 from affine_homotopy.report import analysis, plotting
 
-from .conftest import assert_figure_drawn
+from tests.helpers import REPO, assert_figure_drawn
 
 
 def frame(values: np.ndarray, names: list[str]) -> pd.DataFrame:
@@ -61,7 +62,7 @@ def test_paper_comparison_parses_with_and_without_the_paper(tmp_path: Path) -> N
         rows.append({"task": "mrpc", "layer": 12, "intrinsic": "d_aff", "extrinsic": "d_psi", "statistic": stat,
                      "estimate": value, "p_permutation": 0.001, "p_classical": 1e-9, "ci_low": 0.1, "ci_high": 0.8})
     table = pd.DataFrame(rows)
-    paper = pd.read_csv(Path(__file__).parents[1] / "config" / "paper_results.csv", comment="#")
+    paper = pd.read_csv(REPO / "config" / "paper_results.csv", comment="#")
     text = analysis.paper_comparison(table, 12, "paper", paper, "Table 1")
     parsed = analysis.parse_markdown_table(text)
     assert list(parsed["paper"]) == ["0.309*", "0.707*"]
@@ -132,7 +133,8 @@ def test_table_layouts(chain) -> None:
 def test_rank_deficiency_grid_is_asymmetric() -> None:
     rng = np.random.default_rng(0)
     base = rng.standard_normal((120, 12)) @ rng.standard_normal((12, 12))
-    frame_ = analysis.rank_deficiency({"a": base.astype(np.float32)}, [0.5, 1.0], tol=1e-2, max_iter=50)
+    frame_ = analysis.rank_deficiency({"a": base.astype(np.float32)}, [0.5, 1.0],
+                                      IntrinsicSettings(tol=1e-2, max_iter=50))
     grid = frame_.pivot(index="level_from", columns="level_to", values="median")
     assert grid.loc[1.0, 0.5] < 1e-3 < grid.loc[0.5, 1.0]  # full rank maps onto its truncation, not back
     assert set(frame_["n_pairs"]) == {1} and frame_.loc[frame_["level_from"] == 0.5, "rank_from"].iloc[0] == 6

@@ -8,7 +8,7 @@ import pytest
 
 from affine_homotopy.jobs.runner import keyed_inputs
 
-from .conftest import REPO
+from tests.helpers import REPO
 
 
 def test_files_are_found_by_key_whatever_the_input_order() -> None:

@@ -17,8 +17,8 @@ from affine_homotopy.models.encoders import load_encoder
 from affine_homotopy.models.staging import staged_model_dir, stage_model
 from affine_homotopy.models.task_data import staged_task_file
 
-from .test_workflow import SNAKEMAKE, snakemake, tiny_config, write_config
-from .tolerances import relative_tolerance
+from tests.helpers import SNAKEMAKE, snakemake, tiny_config, write_config
+from tests.tolerances import relative_tolerance
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
 

@@ -11,29 +11,10 @@ import re
 import pytest
 import yaml
 
-from .conftest import REPO, rule_blocks
-from .test_workflow import DEMO, snakemake
+from tests.helpers import DEMO, GPU_CAPABLE, REPO, planned_jobs, rule_blocks, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(900)]
-GPU_CAPABLE = {"embed", "intrinsic", "extrinsic", "rank_deficiency"}
 PAIRWISE = {"intrinsic", "rank_deficiency"}  # the d_aff solver: multi-threaded products
-
-
-def planned_jobs(output: str) -> list[dict[str, object]]:
-    """(rule, threads, resources) of every job in a dry run's output."""
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", output):
-        head = re.match(r"(?:local)?rule (\w+):\n", block)
-        if not head or head[1] == "all":
-            continue
-        threads = re.search(r"^\s+threads: (\d+)$", block, re.M)
-        line = re.search(r"^\s+resources: (.*)$", block, re.M)
-        resources = dict(item.split("=", 1) for item in line[1].split(", ")) if line else {}
-        named = re.search(r"^\s+wildcards: (.*)$", block, re.M)
-        wildcards = dict(item.split("=", 1) for item in named[1].split(", ")) if named else {}
-        jobs.append({"rule": head[1], "threads": int(threads[1]) if threads else 1, "resources": resources,
-                     "wildcards": wildcards})
-    return jobs
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The tiny study through workflow/profiles/slurm on a real single-node SLURM: same results as a local run.
 
-The cluster is started by tests/slurm/cluster.sh (Debian's munge + slurm, installed if missing) and
+The cluster is started by tests/workflow/slurm/cluster.sh (Debian's munge + slurm, installed if missing) and
 stopped again by PID. Where SLURM cannot be started (not root, no package manager) the test skips
 with the reason, and that skip fails the run (tests/conftest.py: CI runs as root and must run it);
 AFFINE_HOMOTOPY_ALLOW_SKIPS=1 lets a local run without root pass over it.
@@ -19,12 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from .conftest import REPO
-from .test_workflow import snakemake, tiny_config, write_config
-from .tolerances import relative_tolerance
+from tests.helpers import REPO, snakemake, tiny_config, write_config
+from tests.tolerances import relative_tolerance
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(2400)]  # cluster start-up, two tiny runs
-CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
+CLUSTER = REPO / "tests" / "workflow" / "slurm" / "cluster.sh"
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,60 +17,11 @@ import yaml
 
 from affine_homotopy.report import analysis
 
-from .conftest import REPO, assert_figure_drawn
+from tests.helpers import PAPER, REPO, assert_figure_drawn, job_counts, snakemake, tiny_config, write_config
 
 # pytest-timeout: a test here may run a whole tiny study (the module fixtures count towards the first
 # test that uses them); each Snakemake call has its own timeout too (snakemake()).
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile")]
-SNAKEMAKE_TIMEOUT = 1200  # seconds for one Snakemake call: a hung job fails the test, not the CI run
-# The default config (the demo): found as config/config.yaml in the working directory, as in a clone
-# or a deployment; tests that run elsewhere name it.
-DEMO = REPO / "config" / "config.yaml"
-PAPER = REPO / "config" / "paper.yaml"
-
-
-def snakemake(*args: str, workdir: Path, check: bool = True, timeout: float = SNAKEMAKE_TIMEOUT,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env,
-                            timeout=timeout)
-    if check and result.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
-    return result
-
-
-def job_counts(output: str) -> dict[str, int]:
-    table = output.split("Job stats:")[1].split("\n\n")[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
-
-
-def write_config(path: Path, config: dict[str, Any]) -> Path:
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
-
-
-def tiny_config(tiny_models: dict[str, Path], **overrides: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "run_name": "tiny",
-        "encoders": {
-            "tiny_a": {"source": "path", "path": str(tiny_models["tiny_a"])},
-            "tiny_b": {"source": "path", "path": str(tiny_models["tiny_b"])},
-            "tiny_a_svd50": {"source": "derived", "base": "tiny_a", "transform": "svd_truncate", "fraction": 0.5},
-            "tiny_b_affine": {"source": "derived", "base": "tiny_b", "transform": "random_affine", "seed": 1},
-        },
-        "tasks": {
-            "sent": {"source": "synthetic", "generator": "synthetic_sentiment", "n_train": 150, "n_dev": 60},
-            "para": {"source": "synthetic", "generator": "synthetic_paraphrase", "n_train": 150, "n_dev": 60},
-        },
-        "layers": [1, 2],
-        "embedding": {"batch_size": 32},
-        "probe": {"l2_grid": [0.01, 0.1], "max_iter": 200},
-        # every extrinsic measure (d_worst_search is opt-in), so that the end-to-end run checks them all
-        "extrinsic": {"max_iter": 100, "measures": ["d_psi", "d_worst", "d_worst_search"]},
-    }
-    config.update(overrides)
-    return config
 
 
 def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
@@ -412,7 +362,7 @@ def test_forcing_the_figures_recomputes_nothing_upstream(tiny_run) -> None:
 
 def test_failing_jobs_leave_no_output(tmp_path: Path, tiny_models) -> None:
     """A malformed GLUE file: a named error (file and line), no partial files. (An unreachable hub
-    model stops the run at staging: tests/test_operations.py.)"""
+    model stops the run at staging: tests/workflow/test_operations.py.)"""
     glue = tmp_path / "glue" / "RTE"
     glue.mkdir(parents=True)
     (glue / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\tentailment\n1\tbroken\n")
@@ -462,7 +412,7 @@ def test_a_lemma_5_2_violation_fails_the_extrinsic_job(tiny_run, tmp_path: Path)
 def depth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """Three models of depths 2, 3 and 4 (and one derived from the depth-3 one) compared at half and
     full depth, end to end."""
-    from .conftest import write_tiny_bert
+    from tests.helpers import write_tiny_bert
 
     root = tmp_path_factory.mktemp("depth_models")
     models = {f"d{depth}": write_tiny_bert(root / f"d{depth}", seed=depth, hidden=32, layers=depth) for depth in (2, 3, 4)}

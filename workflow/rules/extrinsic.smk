@@ -9,6 +9,8 @@ rule probe:
         dev=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.npy",
         train_table=f"{RESULTS}/data/{{task}}/train.parquet",
         dev_table=f"{RESULTS}/data/{{task}}/dev.parquet",
+        # the task's classes (a table's or a Hugging Face dataset's come from its data)
+        train_meta=f"{RESULTS}/data/{{task}}/train.json",
     output:
         weights=expand(
             f"{RESULTS}/probes/{{{{task}}}}/weights/{{{{encoder}}}}/{{layer}}.npz",
@@ -64,8 +66,7 @@ rule extrinsic:
     conda:
         "../envs/compute.yaml"
     # one thread: the certified LPs run on one BLAS thread by design (FixedClassifierSolver), so a
-    # second one idled (the demo's jobs used 1.16 CPU seconds per second on two); two jobs at once
-    # use the cores instead
+    # second one would mostly idle; two jobs at once use the cores instead
     threads: 1
     resources:
         gpu=GPU_REQUEST,

@@ -15,7 +15,7 @@ rule intrinsic:
     log:
         f"{RESULTS}/logs/intrinsic/{{task}}_{{layer}}.log",
     # before the probes: each extrinsic job waits for its layer's intrinsic job, and ready intrinsic
-    # jobs left behind the probes made the run end on one extrinsic job beside an idle core
+    # jobs left behind the probes would make the run end on one extrinsic job beside an idle core
     priority: 1
     conda:
         "../envs/compute.yaml"
@@ -28,7 +28,7 @@ rule intrinsic:
     params:
         encoders=ENCODERS,
         measures=INTRINSIC_MEASURES,
-        settings=INTRINSIC_SETTINGS,
+        study={"intrinsic": INTRINSIC_SETTINGS},
         device=config["device"],
     script:
         "../scripts/intrinsic.py"

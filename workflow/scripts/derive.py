@@ -15,7 +15,7 @@ def main(snakemake):
     layers = base_meta["layers"]
     train, dev, details = derive(
         spec, read_embeddings(snakemake.input.train), read_embeddings(snakemake.input.dev), layers,
-        snakemake.params.multiplier,
+        snakemake.params.rank_multiplier,
     )
     logging.info("derived %s from %s: %s", name, spec["base"], details)
     for split, array in (("train", train), ("dev", dev)):

@@ -1,5 +1,6 @@
-"""Stage both splits of one GLUE task into resources/data/: from the hub, or from the local Hugging
-Face cache when HF_DATASETS_OFFLINE=1 (or HF_HUB_OFFLINE=1) or the hub is unreachable."""
+"""Stage both splits of one GLUE task, or of a Hugging Face dataset (source: hf_dataset, checked as it is
+staged), into resources/data/: from the hub, or from the local Hugging Face cache when
+HF_DATASETS_OFFLINE=1 (or HF_HUB_OFFLINE=1) or the hub is unreachable."""
 
 from pathlib import Path
 

@@ -5,13 +5,13 @@ the sidecar records the absolute index (``layers``) and the label (``positions``
 """
 
 import logging
+from pathlib import Path
 
 import pandas as pd
 import torch
 
-from affine_homotopy.models.encoders import check_finite, embed_texts, encoder_pooling, load_encoder
-from affine_homotopy.jobs.io import write_embeddings
-from affine_homotopy.study.layers import resolve_layers
+from affine_homotopy.models.encoders import check_finite, embed_positions, encoder_pooling, load_encoder
+from affine_homotopy.jobs.io import read_json, write_embeddings
 from affine_homotopy.jobs.devices import select_device
 from affine_homotopy.jobs.runner import run
 
@@ -25,14 +25,14 @@ def main(snakemake):
     logging.info("encoder %s on %s", encoder_name, device)
     encoder = load_encoder(encoder_name, snakemake.params.spec, device, snakemake.params.staged)
     positions = list(snakemake.params.positions)
-    layers = resolve_layers(snakemake.params.layers, encoder.depth)
-    logging.info("depth %d: positions %s are hidden states %s; pooling %s", encoder.depth, positions, layers, pooling)
     frame = pd.read_parquet(snakemake.input.table)
     texts_b = None if frame["text_b"].isna().all() else frame["text_b"].tolist()
-    array = embed_texts(
-        encoder, frame["text_a"].tolist(), texts_b, layers, pooling, settings["max_length"],
+    # the same code as affine_homotopy.embed: positions resolved with the model's depth, one forward pass a batch
+    array, layers = embed_positions(
+        encoder, frame["text_a"].tolist(), texts_b, snakemake.params.layers, pooling, settings["max_length"],
         settings["batch_size"], device, encoder_name,
     )
+    logging.info("depth %d: positions %s are hidden states %s; pooling %s", encoder.depth, positions, layers, pooling)
     check_finite(array, layers, encoder_name, task, split)
     write_embeddings(
         snakemake.output.array,
@@ -49,6 +49,8 @@ def main(snakemake):
             "revision": encoder.revision,
             "depth": encoder.depth,
             "device": str(device),
+            # the examples' ids in row order (prepare_task): every encoder's rows are the same examples
+            "ids_sha256": read_json(Path(snakemake.input.table).with_suffix(".json")).get("ids_sha256"),
         },
         settings["storage_dtype"],
     )

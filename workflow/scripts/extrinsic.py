@@ -48,7 +48,8 @@ def main(snakemake):
     randoms = randoms if "d_worst" in settings.measures else None
     result = extrinsic_distances(reps, probes, names, np.load(snakemake.input.map_weights), randoms, settings, d_aff)
     logging.info("Lemma 5.2 tightness d_psi / bound: %s",
-                 tightness_summary(result.d_psi, result.bound, result.d_worst, slack=result.bound_slack))
+                 tightness_summary(result.values.d_psi, result.bounds.task, result.values.d_worst,
+                                   slack=result.bounds.task_slack))
     result.check_bounds()  # NumericalError before anything is written
     matrices = result.matrices()
     declared = [name for name in snakemake.output.keys() if name != "diagnostics"]

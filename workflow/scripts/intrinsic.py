@@ -5,30 +5,24 @@ import logging
 import numpy as np
 import pandas as pd
 
-from affine_homotopy.core.intrinsic import SolverSettings, missed_tol_warning, pairwise_intrinsic, solver_table
+from affine_homotopy.core.intrinsic import IntrinsicSettings, missed_tol_warning, pairwise_intrinsic, solver_table
 from affine_homotopy.jobs.io import read_embeddings, write_csv, write_matrix, write_npy
-from affine_homotopy.core.linalg import DTYPES, check_finite_representations
+from affine_homotopy.core.linalg import check_finite_representations
 from affine_homotopy.jobs.devices import select_device
 from affine_homotopy.jobs.runner import run
 
 
 def main(snakemake):
     layer = snakemake.wildcards.layer  # position label, e.g. layer6
-    settings = snakemake.params.settings
     names = list(snakemake.params.encoders)
     reps = [read_embeddings(path, layer) for path in snakemake.input]
     check_finite_representations(reps, names, snakemake.wildcards.task, layer)
     device = select_device(snakemake.params.device, snakemake.resources.get("gpu", 0))
+    # keep_weights: d_aff_weights.npy, from which the extrinsic stage rebuilds each pair's map
+    settings = IntrinsicSettings.from_config(snakemake.params.study, device, keep_weights=True)
     logging.info("%d encoders, N = %d, on %s (%s), %s solver", len(names), reps[0].shape[0], device,
-                 settings["dtype"], settings["solver"])
-    solver = SolverSettings(
-        tol=settings["tol"], max_iter=settings["max_iter"], multiplier=settings["rank_tolerance_multiplier"],
-        solver=settings["solver"], power=settings["lawson_power"], anderson_memory=settings["anderson_memory"],
-        block_mb=settings["block_mb"], dtype=DTYPES[settings["dtype"]], iterate_dtype=DTYPES[settings["iterate_dtype"]],
-        device=device, keep_weights=True, measures=tuple(snakemake.params.measures),
-        working_set=settings["working_set"],
-    )
-    result = pairwise_intrinsic(reps, names, solver)
+                 settings.dtype, settings.solver)
+    result = pairwise_intrinsic(reps, names, settings)
     for measure in snakemake.params.measures:
         write_matrix(snakemake.output[measure], result.matrices[measure], names)
     # (K, K, N): weights whose weighted least-squares fit is the map attaining d_aff(i, j)
@@ -36,7 +30,7 @@ def main(snakemake):
     write_csv(snakemake.output.rank, pd.DataFrame(
         {"encoder": names, "rank": result.ranks, "dim": result.dims, "n": [r.shape[0] for r in reps]}))
     write_csv(snakemake.output.solver, pd.DataFrame(solver_table(result)))
-    warning = missed_tol_warning(result, settings["tol"], settings["max_iter"])
+    warning = missed_tol_warning(result, settings.tol, settings.max_iter)
     if warning:
         logging.warning("%s", warning)
     logging.info("phase seconds: %s", {k: round(v, 2) for k, v in result.seconds.items()})

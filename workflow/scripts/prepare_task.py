@@ -1,34 +1,47 @@
-"""Write one split of a task as a standard table (text_a, text_b, label) with a fingerprint."""
+"""Write one split of a task as a standard table (text_a, text_b, label) with a fingerprint, and the
+examples' ids in the table's order (``<split>_ids.json``; their fingerprint ``ids_sha256``, and that of
+both splits' ids, train then dev, ``task_ids_sha256``: an embeddings file without ids is tied to that order).
+
+Your own data (``table``, ``hf_dataset``) is checked here too, after the caps (``n_train``, ``n_validation``)
+and before anything is written; its class mapping (``classes``: class id k is the label classes[k]), its
+files with their sha256 (``files``) or its data set's commit (``dataset``) go into the sidecar and provenance.
+"""
 
 import logging
 
 from affine_homotopy.jobs.io import fingerprint_frame, write_json, write_parquet
 from affine_homotopy.jobs.runner import run
-from affine_homotopy.models.task_data import load_task_split
-from affine_homotopy.study.tasks import task_info
+from affine_homotopy.models.task_data import load_task
+from affine_homotopy.study.user_data import ids_sha256
 
 
 def main(snakemake):
     task, split = snakemake.wildcards.task, snakemake.wildcards.split
     spec = snakemake.params.spec
-    frame = load_task_split(task, spec, split, snakemake.params.staged)
-    info = task_info(task, spec)
+    prepared = load_task(task, spec, snakemake.params.staged)
+    frame, ids = prepared.frames[split], prepared.ids[split]
     counts = frame["label"].value_counts().sort_index()
     logging.info("task %s, split %s: %d examples, labels %s", task, split, len(frame), counts.to_dict())
+    if prepared.classes is not None:
+        logging.info("classes (class id: label): %s", dict(enumerate(prepared.classes)))
+    meta = {
+        "task": task,
+        "split": split,
+        "source": spec,
+        "n_examples": len(frame),
+        "n_classes": prepared.n_classes,
+        "is_pair": prepared.is_pair,
+        "label_counts": {str(k): int(v) for k, v in counts.items()},
+        "fingerprint_sha256": fingerprint_frame(frame),
+        "ids_sha256": ids_sha256(ids),
+        "task_ids_sha256": ids_sha256(prepared.ids["train"] + prepared.ids["dev"]),
+    }
+    if prepared.classes is not None:
+        meta["classes"] = prepared.classes
+    meta.update({key: value for key, value in prepared.record.items() if key != "classes"})
+    write_json(snakemake.output.ids, ids)
     write_parquet(snakemake.output.table, frame)
-    write_json(
-        snakemake.output.meta,
-        {
-            "task": task,
-            "split": split,
-            "source": spec,
-            "n_examples": len(frame),
-            "n_classes": info.n_classes,
-            "is_pair": info.is_pair,
-            "label_counts": {str(k): int(v) for k, v in counts.items()},
-            "fingerprint_sha256": fingerprint_frame(frame),
-        },
-    )
+    write_json(snakemake.output.meta, meta)
 
 
 run(snakemake, main)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from affine_homotopy.jobs.io import read_embeddings, write_csv
+from affine_homotopy.jobs.io import read_embeddings, read_json, write_csv
 from affine_homotopy.core.probes import fit_random_probes, fit_softmax_probe, random_labels, score
 from affine_homotopy.jobs.probe_files import save_probe_file
 from affine_homotopy.jobs.runner import run
@@ -24,7 +24,7 @@ from affine_homotopy.study.tasks import task_info
 
 def main(snakemake):
     task, encoder = snakemake.wildcards.task, snakemake.wildcards.encoder
-    info = task_info(task, snakemake.params.task_spec)
+    info = task_info(task, snakemake.params.task_spec, read_json(snakemake.input.train_meta))
     settings = snakemake.params.settings
     n_random = int(snakemake.params.n_random)
     y_train = pd.read_parquet(snakemake.input.train_table)["label"].to_numpy()

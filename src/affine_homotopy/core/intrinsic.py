@@ -1,81 +1,27 @@
-"""Intrinsic (representation-level) distances between encoders, for all ordered pairs at once.
+"""Intrinsic (representation-level) distances between encoders for ordered pairs: the certified
+``d_aff`` family (:mod:`affine_homotopy.core.minimax`), ``d_lin``, ``d_iso`` and the CCA, CKA and
+Procrustes baselines, each encoder factorised once under the rank rule (:mod:`affine_homotopy.core.linalg`).
 
-Orientation convention, used by every matrix this project writes: entry ``(i, j)`` is encoder ``i``
-(row, *mapped from*) mapped onto encoder ``j`` (column, *mapped to*). In the paper's notation
-(Eq. 19, ``d_Aff(H, G)`` maps ``G`` onto ``H``) entry ``(i, j)`` is ``d_Aff(H_j, H_i)``. Small means
-"``i`` carries everything ``j`` has, up to the map". Theory (Thm 4.1): mapping a higher-rank encoder
-onto a lower-rank one can be exact, the reverse cannot.
-
-Measures (all distances; 0 = identical up to the map class; names are the CSV file stems)
-
-``d_aff``
-    Eq. 19, ``min over affine psi of max_n ||y_n - psi(x_n)||_2`` (L2 norm in the target's space,
-    not divided by ``D``). A second-order-cone problem, solved by the certified minimax solvers of
-    :mod:`affine_homotopy.core.minimax` (``SolverSettings.solver``: ``jacobi``, a Jacobi-scaled dual
-    ascent with Anderson mixing and a monotone safeguard, by default; ``lawson``, Lawson's
-    iteratively reweighted least squares, as an option). Both certify an interval at every step:
-    for weights ``w`` on the simplex, ``sqrt(min_psi sum_n w_n ||y_n - psi(x_n)||^2)`` is a
-    **lower bound** (a maximum is at least any weighted mean) and the largest residual of any
-    fitted map is an **upper bound**. The iteration stops when ``upper - lower <= tol * upper +
-    atol`` (``atol`` = 10 eps(float32) times the target's largest centred row norm: below it a
-    residual is float32 rounding) or after ``max_iter`` weighted fits (``converged`` false).
-    ``d_aff`` is the upper bound (attained by a map), ``d_aff_lower`` the lower.
-``d_aff_ls``
-    Largest residual of the plain least-squares affine map (the paper's way: fit the mean squared
-    error, evaluate the maximum). Always ``>= d_aff``.
-``d_aff_msd``
-    ``d_aff ** 2 / D_j``: the largest per-example mean squared error, the scale of the paper's
-    Figure 2.
-``psi_norm``
-    Operator (spectral) norm of the linear part of the map that attains ``d_aff``; Lemma 5.2
-    multiplies it into the extrinsic bound.
-``d_lin``
-    As ``d_aff`` with a linear map (no bias), on uncentred representations. Opt-in (not in the
-    paper's tables): pairs whose residuals are effectively one-dimensional (a full-rank encoder whose
-    span lacks the target's mean) need hundreds of fits; see :mod:`affine_homotopy.core.minimax`.
-``d_iso``
-    Largest residual of the orthogonal Procrustes map plus bias (``x -> (x - mu_x) R + mu_y``,
-    ``R`` the (semi-)orthogonal maximiser of ``tr(R^T X_c^T Y_c)``): the paper's symmetric
-    pseudo-metric of affine isometries, evaluated at the Procrustes fit.
-
-Baselines (Ding et al. 2021 conventions: columns centred, each matrix divided by its Frobenius
-norm; canonical correlations ``rho_1 >= rho_2 >= ...`` over ``min(rank_i, rank_j)`` directions)
-
-``procrustes``  ``2 - 2 ||X^T Y||_*`` (symmetric; in ``[0, 2]``).
-``cca_r2``      ``1 - mean rho_k^2`` (``1 - R^2_CCA``; symmetric).
-``cca_rho``     ``1 - mean rho_k`` (symmetric).
-``pwcca``       ``1 - sum_k alpha_k rho_k / sum_k alpha_k`` with Morcos et al. (2018) weights
-                ``alpha_k = sum_d |<h_k, x_d>|``, ``h_k`` the unit-norm canonical variates of the
-                *mapped-from* encoder ``i`` and ``x_d`` its centred columns. Asymmetric.
-``svcca``       ``1 - mean rho_k`` after keeping, for each encoder, the leading singular directions
-                that explain 99 % of its variance (squared singular values).
-``cka``         ``1 - ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F)`` (linear CKA; symmetric).
-
-Every measure works on the rank-ruled orthonormal bases of :mod:`affine_homotopy.core.linalg` (directions
-at float32 rounding level are dropped), so encoders may differ in width and ``N < D`` is fine.
-
-Engine: each encoder is factorised once (``X - mu = Q diag(s) V^T``, and the uncentred ``X`` for
-``d_lin``). Pair work uses only ``Q``, ``s`` and ``V``: the target ``Y_j`` is represented as
-``Q_j diag(s_j)``, which has the same row norms and residuals as ``Y_j`` itself. For each source,
-``Q_i^T [Q_1 ... Q_K]`` is one matrix product, and the solver iterations of a block of targets are
-batched matrix products, so memory stays bounded by ``block_mb`` as K grows.
+Orientation: entry ``(i, j)`` of every matrix is encoder ``i`` (row) mapped onto encoder ``j`` (column),
+the paper's ``d_Aff(H_j, H_i)``. Conventions: docs/method.md.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .linalg import Factors, WeightedLeastSquares, factorise, float32_floor, thin_svd
+from .linalg import DTYPES, Factors, WeightedLeastSquares, factorise, float32_floor, thin_svd
 from .minimax import DEFAULT_MEMORY, DEFAULT_SOLVER, SOLVERS, MinimaxResult, minimax_fit
 from .measures import BASELINES, D_AFF_FAMILY, INTRINSIC_MEASURES
+from .pairs import PairPlan, PhaseClock, plan_pairs
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +30,14 @@ SVCCA_VARIANCE = 0.99
 
 
 @dataclass
-class SolverSettings:
+class IntrinsicSettings:
+    """Settings of the intrinsic engine, built from a study config by :meth:`from_config`."""
+
     tol: float = 1e-3
     max_iter: int = 1000
-    multiplier: float = 5.0  # the rank rule's n
+    rank_multiplier: float = 5.0  # the rank rule's n (linalg.rank_threshold)
     solver: str = DEFAULT_SOLVER  # a key of affine_homotopy.core.minimax.SOLVERS: "jacobi" or "lawson"
-    power: float = 1.0  # lawson only: weight update w <- w * r**power (1 = classical Lawson)
+    lawson_power: float = 1.0  # lawson only: weight update w <- w * r**power (1 = classical Lawson)
     anderson_memory: int = DEFAULT_MEMORY  # jacobi only: Anderson mixing memory (0 = plain steps)
     block_mb: int = 1024
     dtype: torch.dtype = torch.float64
@@ -99,6 +47,22 @@ class SolverSettings:
     iterate_dtype: torch.dtype | None = None  # e.g. float32: faster iterations, bounds certified in dtype
     working_set: bool = True  # large N: solve on a working set of rows, checked on all (minimax.working_set_fit)
 
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], device: torch.device | str = "cpu",
+                    **overrides: Any) -> "IntrinsicSettings":
+        """Settings of a validated study config (its ``intrinsic`` section; ``threads`` sets how a job
+        runs, not what it computes, and is not read). ``overrides``: fields the caller sets instead,
+        e.g. ``keep_weights``, or the rank-deficiency grid's own ``tol`` and ``max_iter``."""
+        section = config["intrinsic"]
+        options = dict(
+            tol=section["tol"], max_iter=section["max_iter"], rank_multiplier=section["rank_multiplier"],
+            solver=section["solver"], lawson_power=section["lawson_power"],
+            anderson_memory=section["anderson_memory"], block_mb=section["block_mb"],
+            dtype=DTYPES[section["dtype"]], iterate_dtype=DTYPES[section["iterate_dtype"]], device=device,
+            measures=tuple(section["measures"]), working_set=section["working_set"],
+        )
+        return cls(**{**options, **overrides})
+
 
 # ---------------------------------------------------------------------------------------------
 # the all-pairs engine
@@ -106,8 +70,10 @@ class SolverSettings:
 
 @dataclass
 class IntrinsicResult:
+    """The measures of one engine call: (K, K) matrices, row ``i`` mapped onto column ``j``."""
+
     names: list[str]
-    matrices: dict[str, np.ndarray]  # measure -> (K, K)
+    matrices: dict[str, np.ndarray]  # measure (file stem) -> (K, K); NaN at the pairs not computed
     ranks: np.ndarray  # (K,) numerical rank of each centred matrix
     dims: np.ndarray
     iterations: np.ndarray  # (K, K) weighted least-squares fits of the minimax solver for d_aff
@@ -186,108 +152,139 @@ def _baselines_for_source(fi: Factors, factors: Sequence[Factors], targets: Sequ
 def pairwise_intrinsic(
     representations: Sequence[np.ndarray],
     names: Sequence[str] | None = None,
-    settings: SolverSettings | None = None,
+    settings: IntrinsicSettings | None = None,
     pairs: Sequence[tuple[int, int]] | None = None,
 ) -> IntrinsicResult:
-    """Every measure of the module docstring for every ordered pair; see there for conventions.
+    """Every selected measure (``settings.measures``) for the ordered ``pairs`` (default: all).
 
-    ``pairs``: the ordered pairs ``(i, j)`` (``i`` mapped onto ``j``, ``i != j``) to compute, instead of
-    all of them; only the encoders they name are factorised, and the matrices hold NaN at the pairs
-    not computed (the diagonal stays 0, ``psi_norm``'s 1). ``representations`` may be numpy arrays
-    or torch tensors (moved to ``settings.device``).
+    ``pairs``: ``(i, j)``, ``i`` mapped onto ``j``, ``i != j``; only the encoders they name are
+    factorised, and the matrices hold NaN at the pairs not computed (the diagonal stays 0,
+    ``psi_norm``'s 1). ``representations`` may be numpy arrays or torch tensors (moved to
+    ``settings.device``), all with the same rows.
     """
-    settings = settings or SolverSettings()
+    settings = settings or IntrinsicSettings()
     if settings.solver not in SOLVERS:
         raise ConfigError(f"unknown minimax solver {settings.solver!r} (config key 'intrinsic.solver'); "
                           f"choose one of {sorted(SOLVERS)}")
-    count = len(representations)
-    names = list(names) if names is not None else [str(k) for k in range(count)]
-    rows = {rep.shape[0] for rep in representations}
-    if len(rows) != 1:
-        raise ValueError(f"all encoders need the same examples (rows); got row counts {sorted(rows)}")
-    n = rows.pop()
-    wanted = set(settings.measures)
-    if pairs is None:
-        chosen = {i: [j for j in range(count) if j != i] for i in range(count)}
-    else:
-        bad = [pair for pair in pairs if len(pair) != 2 or pair[0] == pair[1]
-               or not all(0 <= int(k) < count for k in pair)]
-        if bad:
-            raise ValueError(f"pairs {bad}: each pair is (i, j) with i != j, both in 0..{count - 1}")
-        chosen = {i: sorted({int(b) for a, b in pairs if int(a) == i}) for i in range(count)}
-    used = {i for i, targets in chosen.items() if targets} | {j for targets in chosen.values() for j in targets}
-    timer: dict[str, float] = {"factorise": 0.0, "baselines": 0.0, "d_aff": 0.0, "d_lin": 0.0}
-    started = time.monotonic()
-    factors = [factorise(rep, settings.multiplier, settings.dtype, settings.device, uncentred="d_lin" in wanted)
-               if k in used else None for k, rep in enumerate(representations)]
-    timer["factorise"] = time.monotonic() - started
-    matrices = {name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")}
-    # float64: the map rebuilt from them must reproduce d_aff (an ill-conditioned weighted fit amplifies rounding)
-    weights = np.zeros((count, count, n), dtype=np.float64) if settings.keep_weights else None
-    iterations = np.zeros((count, count), dtype=int)
-    converged = np.ones((count, count), dtype=bool)
-    lin_iterations = np.zeros((count, count), dtype=int)
-    lin_converged = np.ones((count, count), dtype=bool)
-    # each target in its own coordinates (same row norms and residuals as the data), built once
-    target_parts = [(f.Q * f.s, f.row_norm_max) if f is not None else None for f in factors]
-    raw_parts = ([(f.Q_raw * f.s_raw, f.raw_row_norm_max) if f is not None else None for f in factors]
-                 if "d_lin" in wanted else [])
-    for i, fi in enumerate(factors):
-        others = chosen[i]
-        if not others or fi is None:
-            continue
-        tick = time.monotonic()
-        if wanted & set(BASELINES):
-            for key, values in _baselines_for_source(fi, factors, others).items():
-                matrices[key][i, others] = values
-        timer["baselines"] += time.monotonic() - tick
-        tick = time.monotonic()
-        if wanted & set(D_AFF_FAMILY):
-            for block, result in _solve_blocks(fi.affine_design(), target_parts, others, settings):
-                matrices["d_aff"][i, block] = result.upper.cpu().numpy()
-                matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
-                matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
-                iterations[i, block] = result.iterations.cpu().numpy()
-                converged[i, block] = result.converged.cpu().numpy()
-                if weights is not None:
-                    weights[i, block] = result.weights.double().cpu().numpy()
-                # linear part in original coordinates: V_i diag(1/s_i) C V_j^T -> ||diag(1/s_i) C||_2
-                linear = result.coef[:, : fi.rank, :] / fi.s[None, :, None]
-                if fi.rank > 0:
-                    matrices["psi_norm"][i, block] = torch.linalg.matrix_norm(linear, ord=2).cpu().numpy()
-                # an exact fit (d_aff at float32 noise) stops at the absolute floor whatever its relative gap
-                log.info("d_aff (%s): source %d/%d '%s' (rank %d) -> %d targets: %s iterations, %d/%d reached tol "
-                         "or the float32 floor, largest relative gap %.2e", settings.solver, i + 1, count, names[i],
-                         fi.rank, len(block), result.iterations.tolist(), int(result.converged.sum()), len(block),
-                         float(((result.upper - result.lower) / result.upper.clamp(min=1e-300)).max()))
-        timer["d_aff"] += time.monotonic() - tick
-        tick = time.monotonic()
-        if "d_lin" in wanted:
-            for block, result in _solve_blocks(fi.Q_raw, raw_parts, others, settings):
-                matrices["d_lin"][i, block] = result.upper.cpu().numpy()
-                matrices["d_lin_lower"][i, block] = result.lower.cpu().numpy()
-                lin_iterations[i, block] = result.iterations.cpu().numpy()
-                lin_converged[i, block] = result.converged.cpu().numpy()
-        timer["d_lin"] += time.monotonic() - tick
-        log.info("source %d/%d '%s' done (%.1f s so far)", i + 1, count, names[i], time.monotonic() - started)
+    names = list(names) if names is not None else [str(k) for k in range(len(representations))]
+    plan = plan_pairs(representations, pairs)
+    lin = "d_lin" in settings.measures
+    clock = PhaseClock(("factorise", "baselines", "d_aff", "d_lin"))
+    factors = [factorise(rep, settings.rank_multiplier, settings.dtype, settings.device, uncentred=lin)
+               if k in plan.used else None for k, rep in enumerate(representations)]
+    clock.stop("factorise")
+    tables = _PairTables.empty(plan.count, plan.n, settings.keep_weights)
+    targets = _Targets.of(factors, lin)
+    for i, others in plan.by_source:
+        clock.start()
+        _source_pairs(i, others, factors, targets, tables, settings, clock, f"{i + 1}/{plan.count} '{names[i]}'")
+        log.info("source %d/%d '%s' done (%.1f s so far)", i + 1, plan.count, names[i], clock.elapsed)
     dims = np.array([int(rep.shape[1]) for rep in representations])
-    matrices["d_aff_msd"] = matrices["d_aff"] ** 2 / dims[None, :]
-    if pairs is not None:  # the pairs not asked for were not computed
-        skipped = np.ones((count, count), dtype=bool)
-        for i, targets in chosen.items():
-            skipped[i, targets] = False
+    return tables.result(names, plan, factors, dims, settings, clock.seconds)
+
+
+@dataclass
+class _Targets:
+    """Each factorised target in its own coordinates, ``(Q diag(s), largest row norm)``: the same row
+    norms and residuals as the data; ``raw`` for ``d_lin`` (uncentred), empty without it."""
+
+    affine: list[tuple[torch.Tensor, float] | None]
+    raw: list[tuple[torch.Tensor, float] | None]
+
+    @classmethod
+    def of(cls, factors: Sequence[Factors | None], lin: bool) -> "_Targets":
+        return cls([(f.Q * f.s, f.row_norm_max) if f is not None else None for f in factors],
+                   [(f.Q_raw * f.s_raw, f.raw_row_norm_max) if f is not None else None for f in factors]
+                   if lin else [])
+
+
+@dataclass
+class _PairTables:
+    """The engine's (K, K) outputs, filled source by source."""
+
+    matrices: dict[str, np.ndarray]
+    weights: np.ndarray | None
+    iterations: np.ndarray
+    converged: np.ndarray
+    lin_iterations: np.ndarray
+    lin_converged: np.ndarray
+
+    @classmethod
+    def empty(cls, count: int, n: int, keep_weights: bool) -> "_PairTables":
+        return cls(
+            matrices={name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")},
+            # float64: the map rebuilt from them must reproduce d_aff (an ill-conditioned fit amplifies rounding)
+            weights=np.zeros((count, count, n), dtype=np.float64) if keep_weights else None,
+            iterations=np.zeros((count, count), dtype=int), converged=np.ones((count, count), dtype=bool),
+            lin_iterations=np.zeros((count, count), dtype=int), lin_converged=np.ones((count, count), dtype=bool),
+        )
+
+    def add_d_aff(self, i: int, fi: Factors, block: list[int], result: MinimaxResult) -> None:
+        matrices = self.matrices
+        matrices["d_aff"][i, block] = result.upper.cpu().numpy()
+        matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
+        matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
+        self.iterations[i, block] = result.iterations.cpu().numpy()
+        self.converged[i, block] = result.converged.cpu().numpy()
+        if self.weights is not None:
+            self.weights[i, block] = result.weights.double().cpu().numpy()
+        # linear part in original coordinates: V_i diag(1/s_i) C V_j^T -> ||diag(1/s_i) C||_2
+        linear = result.coef[:, : fi.rank, :] / fi.s[None, :, None]
+        if fi.rank > 0:
+            matrices["psi_norm"][i, block] = torch.linalg.matrix_norm(linear, ord=2).cpu().numpy()
+
+    def add_d_lin(self, i: int, block: list[int], result: MinimaxResult) -> None:
+        self.matrices["d_lin"][i, block] = result.upper.cpu().numpy()
+        self.matrices["d_lin_lower"][i, block] = result.lower.cpu().numpy()
+        self.lin_iterations[i, block] = result.iterations.cpu().numpy()
+        self.lin_converged[i, block] = result.converged.cpu().numpy()
+
+    def result(self, names: list[str], plan: PairPlan, factors: Sequence[Factors | None], dims: np.ndarray,
+               settings: IntrinsicSettings, seconds: dict[str, float]) -> IntrinsicResult:
+        """The finished matrices (NaN off the plan, the identity map on the diagonal), those selected."""
+        matrices = self.matrices
+        matrices["d_aff_msd"] = matrices["d_aff"] ** 2 / dims[None, :]
+        skipped = plan.skipped()
         for key in matrices:
             matrices[key][skipped] = np.nan
-    for key in matrices:
-        np.fill_diagonal(matrices[key], 0.0)
-    np.fill_diagonal(matrices["psi_norm"], 1.0)  # the identity map
-    ranks = np.array([f.rank if f is not None else -1 for f in factors])  # -1: not factorised (in no pair)
-    families = {"d_aff": D_AFF_FAMILY, "d_lin": ("d_lin", "d_lin_lower"), "baselines": BASELINES}
-    computed = {m for members in families.values() if wanted & set(members) for m in members}
-    lin = "d_lin" in computed
-    return IntrinsicResult(names, {k: v for k, v in matrices.items() if k in computed}, ranks, dims, iterations, timer,
-                           weights, settings.solver, converged, lin_iterations if lin else None,
-                           lin_converged if lin else None)
+            np.fill_diagonal(matrices[key], 0.0)
+        np.fill_diagonal(matrices["psi_norm"], 1.0)  # the identity map
+        wanted = set(settings.measures)
+        families = {"d_aff": D_AFF_FAMILY, "d_lin": ("d_lin", "d_lin_lower"), "baselines": BASELINES}
+        computed = {m for members in families.values() if wanted & set(members) for m in members}
+        lin = "d_lin" in computed
+        return IntrinsicResult(
+            names=names, matrices={k: v for k, v in matrices.items() if k in computed},
+            ranks=np.array([f.rank if f is not None else -1 for f in factors]),  # -1: not factorised (in no pair)
+            dims=dims, iterations=self.iterations, seconds=seconds, weights=self.weights, solver=settings.solver,
+            converged=self.converged, lin_iterations=self.lin_iterations if lin else None,
+            lin_converged=self.lin_converged if lin else None,
+        )
+
+
+def _source_pairs(i: int, others: list[int], factors: Sequence[Factors | None], targets: _Targets,
+                  tables: _PairTables, settings: IntrinsicSettings, clock: PhaseClock, label: str) -> None:
+    """Source ``i`` against its targets ``others``: the baselines, then ``d_aff``'s and ``d_lin``'s
+    minimax fits in memory-bounded blocks, each phase on ``clock``."""
+    wanted = set(settings.measures)
+    fi = factors[i]
+    if wanted & set(BASELINES):
+        for key, values in _baselines_for_source(fi, factors, others).items():
+            tables.matrices[key][i, others] = values
+    clock.stop("baselines")
+    if wanted & set(D_AFF_FAMILY):
+        for block, result in _solve_blocks(fi.affine_design(), targets.affine, others, settings):
+            tables.add_d_aff(i, fi, block, result)
+            # an exact fit (d_aff at float32 noise) stops at the absolute floor whatever its relative gap
+            log.info("d_aff (%s): source %s (rank %d) -> %d targets: %s iterations, %d/%d reached tol "
+                     "or the float32 floor, largest relative gap %.2e", settings.solver, label, fi.rank,
+                     len(block), result.iterations.tolist(), int(result.converged.sum()), len(block),
+                     float(((result.upper - result.lower) / result.upper.clamp(min=1e-300)).max()))
+    clock.stop("d_aff")
+    if "d_lin" in wanted:
+        for block, result in _solve_blocks(fi.Q_raw, targets.raw, others, settings):
+            tables.add_d_lin(i, block, result)
+    clock.stop("d_lin")
 
 
 def solver_table(result: IntrinsicResult) -> list[dict[str, object]]:
@@ -327,7 +324,8 @@ def missed_tol_warning(result: IntrinsicResult, tol: float, max_iter: int) -> st
 
 
 def _solve_blocks(
-    design: torch.Tensor, targets: Sequence[tuple[torch.Tensor, float]], chosen: list[int], settings: SolverSettings,
+    design: torch.Tensor, targets: Sequence[tuple[torch.Tensor, float]], chosen: list[int],
+    settings: IntrinsicSettings,
 ) -> Iterator[tuple[list[int], MinimaxResult]]:
     """Minimax fits of ``design`` onto the chosen targets (matrix, largest row norm), in memory-bounded batches."""
     n, p = design.shape
@@ -339,7 +337,7 @@ def _solve_blocks(
         # below 10 eps(float32) x the target's scale a residual is float32 rounding: stop there
         atol = torch.tensor([float32_floor(targets[j][1]) for j in block], dtype=design.dtype, device=design.device)
         yield block, minimax_fit(design, stacked, atol, settings.tol, settings.max_iter, solver=settings.solver,
-                                 power=settings.power, memory=settings.anderson_memory,
+                                 power=settings.lawson_power, memory=settings.anderson_memory,
                                  iterate_dtype=settings.iterate_dtype, orthonormal=True,
                                  working_set=settings.working_set)
 
@@ -353,20 +351,20 @@ def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_m
 def pairwise_affine_ls(
     representations: Sequence[np.ndarray],
     names: Sequence[str] | None = None,
-    multiplier: float = 5.0,
+    rank_multiplier: float = 5.0,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str = "cpu",
     block_mb: int = 256,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares ``d_aff_ls`` for all ordered pairs and the ranks (the solvers' first, uniform-weight fit)."""
-    settings = SolverSettings(max_iter=1, multiplier=multiplier, dtype=dtype, device=device, block_mb=block_mb,
-                              measures=("d_aff_ls",))
+    settings = IntrinsicSettings(max_iter=1, rank_multiplier=rank_multiplier, dtype=dtype, device=device,
+                                 block_mb=block_mb, measures=("d_aff_ls",))
     result = pairwise_intrinsic(representations, names, settings)
     return result.matrices["d_aff_ls"], result.ranks
 
 
 def affine_map(
-    X: np.ndarray, Y: np.ndarray, weights: np.ndarray, multiplier: float = 5.0, dtype: torch.dtype = torch.float64,
+    X: np.ndarray, Y: np.ndarray, weights: np.ndarray, rank_multiplier: float = 5.0, dtype: torch.dtype = torch.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rebuild the affine map ``x -> x @ A + b`` of X's encoder onto Y's from its solver weights.
 
@@ -375,11 +373,11 @@ def affine_map(
     representation is that pair's ``d_aff`` (on Y itself: at most ``sqrt(d_aff^2 + tail^2)``, tail the
     largest row norm the rank rule discarded from Y).
     """
-    fi = factorise(X, multiplier, dtype, "cpu")
+    fi = factorise(X, rank_multiplier, dtype, "cpu")
     w = torch.as_tensor(np.asarray(weights), dtype=dtype)
     # the engine maps onto the target's rank-truncated representation; on Y itself each residual
     # grows by at most the target's discarded tail (Factors.tail_row_norm_max)
-    target = factorise(Y, multiplier, dtype, "cpu").truncated()
+    target = factorise(Y, rank_multiplier, dtype, "cpu").truncated()
     coef = WeightedLeastSquares(fi.affine_design(), w).solve(target)
     return map_in_original_coordinates(fi, coef)
 

@@ -9,15 +9,27 @@ stage rebuilding exactly the intrinsic stage's map, which is why both share thes
 
 The rank rule (the paper's "rank to precision eps"): a singular value ``s`` of the centred
 representation matrix counts when ``s > n * sigma_1 * eps(float32) * max(N, D)``, with ``n`` the
-``rank_tolerance_multiplier`` (paper: 5). ``eps(float32)`` because representations are stored in
+``rank_multiplier`` (paper: 5). ``eps(float32)`` because representations are stored in
 float32, whatever precision the maths runs in: directions below that level are rounding noise.
+An absolute floor ``n * eps(float32) * r_max`` (``r_max`` the largest uncentred row norm) catches
+the noise that centring leaves of an (almost) constant representation. This float32 rule is the
+default and the only rule the workflow uses.
+
+Data that arrived in float64 (the library API on float64 or integer input with float64 maths; it
+says so with :func:`rank_precision`) are ruled at their own precision: ``s`` counts when
+``s > n * eps(float64) * max(sigma_1 * max(N, D), sqrt(N) * r_max)``. The floor is the rounding
+of storing and centring the data, at most ``eps * ||X||_F <= eps * sqrt(N) * r_max`` in spectral
+norm, so it scales with the uncentred size; at float64's precision an offset of up to about 1e12
+times the spread still leaves every direction of the spread above it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -29,6 +41,21 @@ log = logging.getLogger(__name__)
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
+FLOAT64_EPS = float(np.finfo(np.float64).eps)
+# The precision the data arrived in, for the rank rule: None (the default) is float32's rule.
+_RANK_PRECISION: contextvars.ContextVar[torch.dtype | None] = contextvars.ContextVar("rank_precision", default=None)
+
+
+@contextmanager
+def rank_precision(dtype: torch.dtype | None) -> Iterator[None]:
+    """Rule ranks (:func:`numerical_rank`, so :func:`factorise`) inside this block at the precision
+    of data that arrived in ``dtype``: ``torch.float64`` for float64's rule, ``None`` or
+    ``torch.float32`` for float32's (the default; module docstring)."""
+    token = _RANK_PRECISION.set(dtype)
+    try:
+        yield
+    finally:
+        _RANK_PRECISION.reset(token)
 
 
 def float32_floor(row_norm_max: float) -> float:
@@ -37,24 +64,31 @@ def float32_floor(row_norm_max: float) -> float:
     return 10 * FLOAT32_EPS * float(row_norm_max)
 
 
-def rank_threshold(sigma_max: float, n_rows: int, n_cols: int, multiplier: float = 5.0) -> float:
-    return multiplier * sigma_max * FLOAT32_EPS * max(n_rows, n_cols)
+def rank_threshold(sigma_max: float, n_rows: int, n_cols: int, rank_multiplier: float = 5.0) -> float:
+    return rank_multiplier * sigma_max * FLOAT32_EPS * max(n_rows, n_cols)
 
 
 def numerical_rank(
-    singular_values: np.ndarray | torch.Tensor, n_rows: int, n_cols: int, multiplier: float = 5.0,
+    singular_values: np.ndarray | torch.Tensor, n_rows: int, n_cols: int, rank_multiplier: float = 5.0,
     data_scale: float = 0.0,
 ) -> int:
     """Singular values above the rank rule's threshold.
 
     ``data_scale`` (the largest row norm of the *uncentred* data) adds an absolute floor
-    ``multiplier * eps(float32) * data_scale``: when centring leaves only rounding noise (all rows
+    ``rank_multiplier * eps(float32) * data_scale``: when centring leaves only rounding noise (all rows
     equal), sigma_1 itself is noise and the relative rule alone would count it as a direction.
+    Inside :func:`rank_precision` (``torch.float64``) both parts use eps(float64), the floor
+    ``rank_multiplier * eps(float64) * sqrt(n_rows) * data_scale`` (module docstring).
     """
     s = torch.as_tensor(singular_values)
     if s.numel() == 0 or float(s.max()) == 0.0:
         return 0
-    threshold = max(rank_threshold(float(s.max()), n_rows, n_cols, multiplier), multiplier * FLOAT32_EPS * data_scale)
+    if _RANK_PRECISION.get() == torch.float64:
+        floor = math.sqrt(n_rows) * data_scale
+        threshold = rank_multiplier * FLOAT64_EPS * max(float(s.max()) * max(n_rows, n_cols), floor)
+    else:  # float32's rule (the workflow's, bit for bit)
+        threshold = max(rank_threshold(float(s.max()), n_rows, n_cols, rank_multiplier),
+                        rank_multiplier * FLOAT32_EPS * data_scale)
     return int((s > threshold).sum())
 
 
@@ -163,7 +197,7 @@ class Factors:
 
 
 def factorise(
-    X: np.ndarray | torch.Tensor, multiplier: float = 5.0, dtype: torch.dtype = torch.float64,
+    X: np.ndarray | torch.Tensor, rank_multiplier: float = 5.0, dtype: torch.dtype = torch.float64,
     device: torch.device | str = "cpu", uncentred: bool = False,
 ) -> Factors:
     """Thin SVD of the centred ``X`` (N, D), truncated by the rank rule (module docstring).
@@ -185,10 +219,10 @@ def factorise(
     centred = X - mean
     U, s, Vt = thin_svd(centred)
     raw_row_norm_max = float(torch.linalg.vector_norm(X, dim=1).max())
-    r = numerical_rank(s, n, dim, multiplier, raw_row_norm_max)
+    r = numerical_rank(s, n, dim, rank_multiplier, raw_row_norm_max)
     if uncentred:
         U_raw, s_raw, _ = thin_svd(X)
-        r_raw = numerical_rank(s_raw, n, dim, multiplier, raw_row_norm_max)
+        r_raw = numerical_rank(s_raw, n, dim, rank_multiplier, raw_row_norm_max)
         U_raw, s_raw = U_raw[:, :r_raw].contiguous(), s_raw[:r_raw].clone()
     else:
         U_raw, s_raw = X.new_zeros((n, 0)), X.new_zeros(0)

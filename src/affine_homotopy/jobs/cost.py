@@ -11,20 +11,27 @@ layer (the task probe) and a random-label classifier of an encoder's layer. How 
 occurs follows from the config (:func:`project`): K encoders give K (K - 1) ordered pairs per task
 and layer, so the pairwise stages grow as K^2 and the per-encoder ones as K (counted, not fitted).
 
-The coefficients are fitted by ``benchmarks/cost_model.py measure`` (log-log least squares over
-N = 2,000 ... 67,349 real SST-2 embeddings at D = 384, and D = 768 at two sizes; the measurements
-are in ``benchmarks/cost_measurements.csv``), on one core of a shared 2-core machine under the
-solver defaults (``intrinsic.tol`` 1e-3, jacobi) and the probe and worst-case defaults. The
-projection assumes: the same per-core rate, CPU-bound jobs, and for the pairwise stages the
-largest width in the study (an upper estimate when widths differ). The embedding rule is not
-projected (a forward pass: ``benchmarks/embedding_throughput.py`` measures it per model).
+The coefficients are data, read from ``cost_coefficients.json`` beside this module (shipped with
+the package; :func:`stage_costs`). ``python -m benchmarks.cost_model measure`` times the stages on
+one core of a shared 2-core machine under the solver defaults (``intrinsic.tol`` 1e-3, jacobi) and
+the probe and worst-case defaults, on real SST-2 embeddings (N = 2,000 ... 20,000 at D = 384, and
+D = 768 at two sizes), into ``benchmarks/cost_measurements.csv``; ``python -m benchmarks.cost_model
+fit`` fits them (log-log least squares, :func:`fit_stage`) and writes the file, with the dates and
+loads of the rows behind each stage. The projection assumes: the same per-core rate, CPU-bound jobs,
+and for the pairwise stages the largest width in the study (an upper estimate when widths differ).
+The embedding rule is not projected (a forward pass: ``python -m benchmarks.embedding_throughput``
+measures it per model).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -47,24 +54,49 @@ class StageCost:
         return self.seconds_ref * (n / N_REF) ** self.n_exponent * (width / D_REF) ** self.d_exponent
 
 
-# fitted by benchmarks/cost_model.py (measure, then fit) from benchmarks/cost_measurements.csv; d_worst's
-# points mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target, hence its larger residual.
-# d_psi and d_worst: the former estimator's rows times the certified solver's CPU ratio measured side by
-# side in one process at each N (`cost_model.py speedup`, benchmarks/extrinsic_cost_ratios.csv), then fitted.
-# d_worst_search: one certified measurement (N = 2,000, the default budget of 16 aimed classifiers and 10
-# steps: 184 CPU s per pair at load 4.5, where the unchanged task probe took 2.6x its former row), so the
-# former fit scaled by 184 / 3.41 / 2.6 = 21, its exponents kept (an estimate; the search is opt-in)
-STAGE_COSTS: dict[str, StageCost] = {
-    "factorise": StageCost(0.367, 0.80, 1.87, "encoder"),
-    "d_aff": StageCost(6.7, 0.94, 2.02, "ordered pair"),  # re-measured with the working set (2026-12-01, load 9-15)
-    "d_lin": StageCost(8.95, 1.40, 1.42, "ordered pair"),
-    "baselines": StageCost(0.286, 0.68, 2.24, "ordered pair"),
-    "task_probe": StageCost(12.6, 0.99, 1.71, "encoder layer"),
-    "random_probe": StageCost(0.0993, 1.07, 0.58, "random classifier of an encoder layer"),
-    "d_psi": StageCost(4.52, 0.88, 1.55, "ordered pair"),
-    "d_worst": StageCost(0.167, 0.78, 1.14, "random classifier of an ordered pair"),
-    "d_worst_search": StageCost(271.0, 0.84, 1.00, "ordered pair"),
+# the stages project() counts, each with the unit its coefficients are per
+STAGE_UNITS = {
+    "factorise": "encoder",
+    "d_aff": "ordered pair",
+    "d_lin": "ordered pair",
+    "baselines": "ordered pair",
+    "task_probe": "encoder layer",
+    "random_probe": "random classifier of an encoder layer",
+    "d_psi": "ordered pair",
+    # its rows mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target: hence its larger residual
+    "d_worst": "random classifier of an ordered pair",
+    # an estimate (the search is opt-in): the local search's rows times one certified measurement's ratio
+    "d_worst_search": "ordered pair",
 }
+COEFFICIENTS_FILE = "cost_coefficients.json"
+
+
+@functools.cache
+def stage_costs() -> Mapping[str, StageCost]:
+    """The fitted coefficients of every stage, read once from ``cost_coefficients.json`` (package data)."""
+    document = json.loads(resources.files(__package__).joinpath(COEFFICIENTS_FILE).read_text(encoding="utf-8"))
+    if (document["n_ref"], document["d_ref"]) != (N_REF, D_REF):
+        raise ValueError(f"{COEFFICIENTS_FILE} is fitted at N = {document['n_ref']}, D = {document['d_ref']}, "
+                         f"not at this module's N_REF = {N_REF}, D_REF = {D_REF}: refit it")
+    stages = document["stages"]
+    if set(stages) != set(STAGE_UNITS):
+        raise ValueError(f"{COEFFICIENTS_FILE} has the stages {sorted(stages)}, the cost model counts "
+                         f"{sorted(STAGE_UNITS)}: refit it (python -m benchmarks.cost_model fit)")
+    costs = {}
+    for stage, unit in STAGE_UNITS.items():
+        entry = stages[stage]
+        if entry["unit"] != unit:
+            raise ValueError(f"{COEFFICIENTS_FILE}: {stage} is measured per {entry['unit']!r}, counted per {unit!r}")
+        costs[stage] = StageCost(float(entry["seconds_ref"]), float(entry["n_exponent"]),
+                                 float(entry["d_exponent"]), unit)
+    return MappingProxyType(costs)  # cached: read-only
+
+
+def __getattr__(name: str) -> Any:
+    if name == "STAGE_COSTS":  # read on first use, not on import
+        return stage_costs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, float, float]:
     """``(seconds_ref, n_exponent, d_exponent, rms_log_residual)`` from timings ``(N, D, seconds)``.
@@ -130,7 +162,7 @@ def project(
     per task and layer), ``probe`` (per encoder and task, all extrinsic layers), ``rank_deficiency``
     (per task). ``embed`` is not projected (see the module docstring).
     """
-    costs = STAGE_COSTS if costs is None else costs
+    costs = stage_costs() if costs is None else costs
     names = list(widths)
     k = len(names)
     pairs = k * (k - 1)

@@ -108,11 +108,19 @@ def collect(
         datasets.setdefault(meta["task"], {})[meta["split"]] = {
             "n_examples": meta["n_examples"], "fingerprint_sha256": meta["fingerprint_sha256"],
             "label_counts": meta["label_counts"],
+            **{key: meta[key] for key in ("ids_sha256",) if key in meta},
         }
+        # your own data (table, hf_dataset): the class mapping, the files with their sha256, the data set's commit
+        for key in ("classes", "files", "dataset", "validation_split"):
+            if key in meta:
+                datasets[meta["task"]][key] = meta[key]
     models: dict[str, Any] = {}
     for path in embedding_meta:
         meta = json.loads(Path(path).read_text())
         models.setdefault(meta["encoder"], {"revision": meta.get("revision"), "source": meta.get("source")})
+        if meta.get("file_sha256"):  # an embeddings encoder: its file per task, with its sha256
+            models[meta["encoder"]].setdefault("files", {})[meta["task"]] = {
+                "path": meta.get("file"), "sha256": meta["file_sha256"], "rows_tied_by": meta.get("rows_tied_by")}
         models[meta["encoder"]].setdefault("devices", set()).add(meta.get("device", "derived"))
     for entry in models.values():
         entry["devices"] = sorted(d for d in entry["devices"] if d)

@@ -33,8 +33,31 @@ DEFAULT_PARAMETERS = 125_000_000  # roughly BERT/RoBERTa-base
 MB = 2**20
 
 
+# A Hugging Face dataset split's size before it is staged (then STAGED.json has it)
+DEFAULT_HF_SPLIT = 10_000
+
+
+def _user_task_size(spec: Mapping[str, Any], split: str) -> int:
+    """A table's split (its files, read once per process), or a staged Hugging Face dataset's."""
+    from ..study.user_data import split_cap
+
+    cap = split_cap(spec, split)
+    if spec["source"] == "table":
+        from ..study.user_data import table_task
+
+        try:
+            full = len(table_task("table", spec).frames[split])
+        except (ValueError, OSError):  # a bad file: the config check names it
+            full = 1
+    else:
+        full = DEFAULT_HF_SPLIT
+    return max(1, min(full, int(cap)) if cap else full)
+
+
 def task_size(spec: Mapping[str, Any], split: str) -> int:
     """Number of examples of a task split as the workflow will use it."""
+    if spec["source"] in ("table", "hf_dataset"):
+        return _user_task_size(spec, split)
     cap = spec.get("n_train") if split == "train" else spec.get("n_dev")
     if spec["source"] == "synthetic":
         return int(cap)
@@ -50,6 +73,10 @@ def task_size(spec: Mapping[str, Any], split: str) -> int:
 
 def encoder_width(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> int:
     root = base_encoder(name, encoders)
+    if encoders[root]["source"] == "embeddings":  # the width of its files' arrays
+        from ..study.precomputed import embeddings_width
+
+        return embeddings_width(encoders[root]) or DEFAULT_WIDTH
     folder = local_model_dir(root, encoders[root])
     if folder is None:
         return DEFAULT_WIDTH
@@ -64,7 +91,7 @@ def _scaled(value: float, attempt: int) -> int:
 
 
 # The cost model was measured single-threaded on a shared 2-core machine, within a factor of about 2
-# of the measured times (benchmarks/README.md); a request three times the projection (plus 10 minutes
+# of the measured times (docs/performance.md); a request three times the projection (plus 10 minutes
 # of start-up) leaves room for slower cores and for the fits' error, and grows with each retry.
 RUNTIME_SAFETY = 3.0
 PROJECTED_RULES = ("intrinsic", "extrinsic", "probe", "rank_deficiency")

@@ -40,7 +40,7 @@ def configure_logging(log_path: str | None) -> logging.Logger:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=handlers, force=True
     )
     # Python warnings go to the job's log too (logger py.warnings, level WARNING, with the file and
-    # line that raised them), not only to Snakemake's stderr: tests/test_workflow.py reads them there.
+    # line that raised them), not only to Snakemake's stderr: tests/workflow/test_workflow.py reads them there.
     logging.captureWarnings(True)
     return logging.getLogger("affine_homotopy.job")
 
@@ -67,6 +67,6 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
     except EXPECTED_ERRORS as error:
         log.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
-    # wall and CPU time (all threads): benchmarks/cost_model.py compares its projection with them
+    # wall and CPU time (all threads): `python -m benchmarks.cost_model compare` compares its projection with them
     log.info("done in %.1f s (CPU %.1f s, %d thread(s))", time.monotonic() - started, time.process_time() - cpu_started,
              int(snakemake.threads))

@@ -41,15 +41,15 @@ def _haar_orthogonal(rng: np.random.Generator, dim: int) -> np.ndarray:
 
 
 def svd_truncate(
-    train: np.ndarray, dev: np.ndarray, fraction: float, multiplier: float = 5.0, factors: Factors | None = None,
+    train: np.ndarray, dev: np.ndarray, fraction: float, rank_multiplier: float = 5.0, factors: Factors | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Project both splits onto the top ``round(fraction * rank)`` directions of the centred fit split.
 
     The directions and the rank come from :func:`affine_homotopy.core.linalg.factorise`, the
     factorisation every measure uses, so "rank" here is the rank the measures see. ``factors``:
-    ``factorise(train, multiplier)`` when the caller already has it (several fractions of one matrix).
+    ``factorise(train, rank_multiplier)`` when the caller already has it (several fractions of one matrix).
     """
-    factors = factors if factors is not None else factorise(train, multiplier)
+    factors = factors if factors is not None else factorise(train, rank_multiplier)
     keep = max(1, int(round(fraction * factors.rank)))
     basis = factors.Vt[:keep].T.numpy()
     mean = factors.mean.numpy()
@@ -79,7 +79,7 @@ def gaussian_noise(train: np.ndarray, dev: np.ndarray, sigma: float, seed: int, 
 
 
 def derive(
-    spec: Mapping[str, Any], train: np.ndarray, dev: np.ndarray, layers: Sequence[int], multiplier: float = 5.0
+    spec: Mapping[str, Any], train: np.ndarray, dev: np.ndarray, layers: Sequence[int], rank_multiplier: float = 5.0
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Apply a derived encoder's transform to every layer of its base's (n_layers, N, D) arrays."""
     if train.shape[0] != len(layers) or dev.shape[0] != len(layers):
@@ -90,7 +90,7 @@ def derive(
     kept: list[int] = []
     for slot, layer in enumerate(layers):
         if spec["transform"] == "svd_truncate":
-            a, b, keep = svd_truncate(train[slot], dev[slot], spec["fraction"], multiplier)
+            a, b, keep = svd_truncate(train[slot], dev[slot], spec["fraction"], rank_multiplier)
             kept.append(keep)
         elif spec["transform"] == "random_affine":
             a, b = random_affine(train[slot], dev[slot], spec["seed"], layer, spec.get("condition_number", 4.0))

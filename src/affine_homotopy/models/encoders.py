@@ -223,6 +223,39 @@ def embed_texts(
     return out
 
 
+def embed_positions(
+    encoder: LoadedEncoder,
+    texts_a: Sequence[str],
+    texts_b: Sequence[str] | None,
+    positions: Sequence[Any],
+    pooling: str = "mean",
+    max_length: int = 128,
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+    name: str = "encoder",
+) -> tuple[np.ndarray, list[int]]:
+    """Layer positions (absolute indices, ``last``, relative depths; :mod:`affine_homotopy.study.layers`)
+    resolved with the model's depth, and the ``(len(positions), N, D)`` representations at them
+    (:func:`embed_texts`): what the workflow's embed job and :func:`affine_homotopy.embed` compute."""
+    from ..study.layers import resolve_layers
+
+    layers = resolve_layers(positions, encoder.depth)
+    return embed_texts(encoder, texts_a, texts_b, layers, pooling, max_length, batch_size, device, name), layers
+
+
+def wrap_model(model: Any, tokenizer: Any, name: str = "model", pad_token: str | None = None) -> LoadedEncoder:
+    """A loaded transformers model and its tokenizer as an encoder (``pad_token``: eos, bos or unk for a
+    tokenizer without a padding token). The model is put in eval mode; it stays on its device."""
+    set_pad_token(name, {"pad_token": pad_token}, tokenizer)
+    model.eval()
+    config = model.config
+    depth = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    if depth is None:
+        raise ValueError(f"{name}: the model's config states no number of layers (num_hidden_layers)")
+    revision = getattr(config, "_commit_hash", None) or getattr(config, "_name_or_path", None) or "in memory"
+    return LoadedEncoder(model, tokenizer, int(depth), str(revision))
+
+
 def check_finite(array: np.ndarray, layers: Sequence[int], encoder: str, task: str, split: str) -> None:
     """Raise naming encoder, task and layer when a representation holds NaN or Inf."""
     from ..core.linalg import check_finite_representations

@@ -10,6 +10,11 @@ Compute jobs then read only from ``resources/`` with the hub switched off (``HF_
   revision in the local cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``);
 * by hand: a model folder (or ``train.parquet``/``dev.parquet``) with a ``STAGED.json``.
 
+Data sets: a GLUE task's two splits as standard frames; a Hugging Face dataset's (``hf_dataset``) splits as
+standard frames with the labels as found and the examples' ids (``dev.parquet`` is empty when the eval
+split is held out of the training split by ``validation_fraction``), checked (columns, texts, labels,
+classes, ids) when staged, so that bad data stops the run before any compute job.
+
 Each staged folder holds a ``STAGED.json``: the commit, the route (``staged_from``: ``hub`` or
 ``cache``) and why the cache was used; for data also the examples' fingerprints. It is assembled in
 a hidden sibling folder and renamed into place when complete, so a failed or interrupted staging
@@ -31,7 +36,7 @@ from ..study.hub import MissingFiles, Snapshot, offline_switch, resolve_snapshot
 from ..jobs.io import fingerprint_frame, install_folder, read_json, write_parquet
 from ..study.lock import check_resolved
 from ..study.tasks import STAGED_MARKER, SPLITS
-from .task_data import glue_snapshot, load_glue_hub
+from .task_data import glue_snapshot, hf_dataset_snapshot, hf_labelled_splits, hf_splits, load_glue_hub, read_hf_split
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +152,10 @@ def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path, locked_comm
                lock_file: str | Path | None = None) -> dict[str, Any]:
     """Stage both splits of a GLUE task (whole splits; caps are applied later) at its ``revision``
     into ``dest``, from the hub or (``HF_DATASETS_OFFLINE=1``/``HF_HUB_OFFLINE=1``, or the hub
-    unreachable) the cache. ``locked_commit``: as for :func:`stage_model`."""
+    unreachable) the cache. ``locked_commit``: as for :func:`stage_model`. A ``hf_dataset`` task: see
+    :func:`stage_hf_dataset`."""
+    if spec.get("source") == "hf_dataset":
+        return stage_hf_dataset(name, spec, dest, locked_commit, lock_file)
     dest = Path(dest)
     glue_task, revision = spec["glue_task"], spec.get("revision")
     try:
@@ -175,5 +183,48 @@ def stage_task(name: str, spec: Mapping[str, Any], dest: str | Path, locked_comm
         _discard_empty(dest)
         raise
     log.info("staged task %s (%s) at commit %s (from the %s) in %s", name, glue_task, snapshot.commit,
+             snapshot.staged_from, dest)
+    return record
+
+
+def stage_hf_dataset(name: str, spec: Mapping[str, Any], dest: str | Path, locked_commit: str | None = None,
+                     lock_file: str | Path | None = None) -> dict[str, Any]:
+    """Stage the splits of a Hugging Face dataset (``source: hf_dataset``) at its ``revision`` into ``dest``:
+    ``train.parquet`` and ``dev.parquet`` (empty when ``validation_fraction`` holds the eval split out of the
+    training split) in the standard layout with the labels as found and the examples' ids, from the hub or
+    (``HF_DATASETS_OFFLINE=1``/``HF_HUB_OFFLINE=1``, or the hub unreachable) the cache. The data are checked
+    here (columns, texts, labels, classes, ids), before any compute job; ``locked_commit``: as for
+    :func:`stage_model`."""
+    import pandas as pd
+
+    from ..study.user_data import STANDARD
+
+    dest = Path(dest)
+    try:
+        snapshot, files = hf_dataset_snapshot(name, spec)
+        check_resolved(f"task '{name}'", snapshot.repo_id, spec.get("revision"), snapshot.commit, locked_commit,
+                       lock_file)
+        frames = {split: read_hf_split(name, spec, snapshot, hf, files[split]) for split, hf in hf_splits(spec).items()}
+        checked = hf_labelled_splits(name, spec, frames, f"commit {snapshot.commit}")  # the checks, before staging
+        frames.setdefault("dev", pd.DataFrame({column: pd.Series([], dtype=object) for column in STANDARD}))
+        record: dict[str, Any] = {
+            "task": name, "dataset": spec["dataset"], "config_name": spec.get("config_name"), **snapshot.record(),
+            "splits": {split: {"hf_split": hf, "files": files[split], "n_examples": len(frames[split])}
+                       for split, hf in hf_splits(spec).items()},
+            "classes": checked.classes, "files": sorted({f for names in files.values() for f in names}),
+        }
+
+        def fill(work: Path) -> dict[str, Any]:
+            for split in SPLITS:
+                frame = frames[split].copy()
+                frame["label"] = frame["label"].astype(str) if frame["label"].map(type).nunique() > 1 else frame["label"]
+                write_parquet(work / f"{split}.parquet", frame)
+            return record
+
+        install_folder(dest, fill, MARKER, f"task '{name}'")
+    except AffineHomotopyError:
+        _discard_empty(dest)
+        raise
+    log.info("staged task %s (%s) at commit %s (from the %s) in %s", name, spec["dataset"], snapshot.commit,
              snapshot.staged_from, dest)
     return record

@@ -18,8 +18,8 @@ from scipy import stats as sps
 from ..core import stats
 from ..core.measures import LABELS, LATEX_LABELS
 
-if TYPE_CHECKING:  # torch is imported only where the solver runs
-    import torch
+if TYPE_CHECKING:  # the engine (and torch) is imported only where the solver runs
+    from ..core.intrinsic import IntrinsicSettings
 
 # Display names (Markdown / LaTeX / figures): the measure registry's
 MEASURE_LABELS = LABELS
@@ -231,9 +231,8 @@ def preorder(d_aff: pd.DataFrame, fraction: float) -> dict[str, object]:
 
 
 def rank_deficiency(
-    representations: Mapping[str, np.ndarray], levels: Sequence[float], tol: float = 1e-2, max_iter: int = 100,
-    multiplier: float = 5.0, device: str = "cpu", log: Callable[[str], None] | None = None,
-    solver: str = "jacobi", anderson_memory: int = 5, power: float = 1.0, iterate_dtype: torch.dtype | None = None,
+    representations: Mapping[str, np.ndarray], levels: Sequence[float], settings: IntrinsicSettings | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """d_aff between every pair of truncation levels, summarised over ordered encoder pairs.
 
@@ -241,31 +240,34 @@ def rank_deficiency(
     fraction of its numerical rank; d_aff is computed for every ordered pair of truncated
     representations in one engine call. For levels ``(a, b)`` the summary is over ordered encoder
     pairs ``i != j`` (``(i, a)`` mapped onto ``(j, b)``); with a single encoder, over ``i = j``.
-    ``solver``, ``anderson_memory``, ``power``, ``iterate_dtype``: the minimax solver
-    (``intrinsic.solver`` and its knobs, as for the intrinsic stage). Returns a long frame: ``level_from, level_to, rank_from,
+    ``settings``: the rank rule and the minimax solver (the intrinsic stage's, with the grid's own
+    ``tol`` and ``max_iter``: :meth:`IntrinsicSettings.from_config`; default ``tol`` 1e-2, ``max_iter``
+    100); only ``d_aff`` is computed. Returns a long frame: ``level_from, level_to, rank_from,
     rank_to`` (median kept ranks), ``median, q1, q3, n_pairs``, ``unconverged`` (pairs of the cell
     stopped by ``max_iter`` before reaching ``tol``).
     """
+    from dataclasses import replace
+
     from ..models.derived import svd_truncate
-    from ..core.intrinsic import SolverSettings, pairwise_intrinsic
+    from ..core.intrinsic import IntrinsicSettings, pairwise_intrinsic
     from ..core.linalg import factorise
+
+    settings = replace(settings or IntrinsicSettings(tol=1e-2, max_iter=100), measures=("d_aff",))
+    rank_multiplier, tol, max_iter = settings.rank_multiplier, settings.tol, settings.max_iter
 
     names = list(representations)
     reps, keys, kept = [], [], []
     for name in names:
-        factors = factorise(representations[name], multiplier)  # once per encoder, shared by every level
+        factors = factorise(representations[name], rank_multiplier)  # once per encoder, shared by every level
         for level in levels:
-            truncated, _, keep = svd_truncate(representations[name], representations[name][:1], level, multiplier,
+            truncated, _, keep = svd_truncate(representations[name], representations[name][:1], level, rank_multiplier,
                                               factors)
             reps.append(truncated.astype(np.float32))
             keys.append((name, level))
             kept.append(keep)
     if log:
         log(f"{len(reps)} truncated representations, {len(reps) * (len(reps) - 1)} ordered pairs")
-    result = pairwise_intrinsic(reps, [f"{n}@{lv}" for n, lv in keys],
-                                SolverSettings(measures=("d_aff",), tol=tol, max_iter=max_iter, multiplier=multiplier,
-                                               device=device, solver=solver, anderson_memory=anderson_memory,
-                                               power=power, iterate_dtype=iterate_dtype))
+    result = pairwise_intrinsic(reps, [f"{n}@{lv}" for n, lv in keys], settings)
     matrix = result.matrices["d_aff"].reshape(len(names), len(levels), len(names), len(levels))
     missed = ~result.converged.reshape(matrix.shape)
     if log and missed.any():

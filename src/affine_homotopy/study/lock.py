@@ -1,4 +1,5 @@
-"""A study's lock: the commit every hub model and GLUE data set of the study resolved to.
+"""A study's lock: the commit every hub model, GLUE and Hugging Face data set of the study resolved to,
+and the sha256 of every local file it reads (``table`` tasks' data, ``embeddings`` encoders' files).
 
 ``config/<run_name>.lock.yaml`` (or the config's ``lock_file``) is written by the staging gate the
 first time a study is staged, and committed with the config. Afterwards it is enforced:
@@ -6,7 +7,8 @@ first time a study is staged, and committed with the config. Afterwards it is en
 * before any job (:func:`check_lock`): the lock must belong to this config (its ``run_name``), hold
   an entry for every hub encoder and GLUE task (missing entry), hold no entry the config no longer
   has or names differently (stale entry), and every locked commit must be a full commit hash;
-  a model already staged in ``resources/`` must be the locked commit;
+  a model already staged in ``resources/`` must be the locked commit; every local file must still have
+  its locked sha256 (``files``, keyed by the config key that names the file: a changed file is refused);
 * when staging (:func:`check_resolved`): the commit the requested revision resolves to upstream must
   be the locked one.
 
@@ -29,6 +31,7 @@ from ..errors import ConfigError, StagingError
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 GLUE_REPO = "nyu-mll/glue"  # the hub's GLUE data set (tasks.GLUE_REPO; not imported: tasks pulls pandas)
 KINDS = {"models": "encoder", "datasets": "task"}
+FILES = "files"  # config key of a local file (tasks.x.path, encoders.y.files.x) -> {path, sha256}
 UPDATE_HINT = "--config update_lock=True (staging then rewrites the lock from what it stages; commit the new lock)"
 
 
@@ -42,7 +45,8 @@ def lock_path(config: Mapping[str, Any]) -> Path:
 
 
 def lockable(config: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """What the study locks: each hub encoder's model and requested revision, each GLUE task's."""
+    """What the study locks: each hub encoder's model and requested revision, each GLUE and Hugging Face
+    data set's, and (``files``) each local file a table task or an embeddings encoder reads."""
     models = {
         name: {"repo_id": spec["model"], "revision": spec.get("revision")}
         for name, spec in config["encoders"].items() if spec["source"] == "hf"
@@ -51,7 +55,26 @@ def lockable(config: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
         name: {"repo_id": GLUE_REPO, "glue_task": spec["glue_task"], "revision": spec.get("revision")}
         for name, spec in config["tasks"].items() if spec["source"] == "glue"
     }
-    return {"models": models, "datasets": datasets}
+    datasets.update({
+        name: {"repo_id": spec["dataset"], "config_name": spec.get("config_name"), "revision": spec.get("revision")}
+        for name, spec in config["tasks"].items() if spec["source"] == "hf_dataset"
+    })
+    return {"models": models, "datasets": datasets, FILES: local_files(config)}
+
+
+def local_files(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """config key -> {"path": value} of every local file the study reads (table data, embeddings files)."""
+    files: dict[str, dict[str, Any]] = {}
+    for name, spec in config["tasks"].items():
+        if spec["source"] == "table":
+            for role in ("path", "train", "validation"):
+                if spec.get(role) is not None:
+                    files[f"tasks.{name}.{role}"] = {"path": str(spec[role])}
+    for name, spec in config["encoders"].items():
+        if spec["source"] == "embeddings":
+            for task, value in spec["files"].items():
+                files[f"encoders.{name}.files.{task}"] = {"path": str(value)}
+    return files
 
 
 def check_revisions(config: Mapping[str, Any]) -> None:
@@ -76,17 +99,19 @@ def read_lock(path: Path) -> dict[str, Any] | None:
     except yaml.YAMLError as error:
         raise ConfigError(f"lock file {path} is not valid YAML ({error}). Fix: restore it from version "
                           f"control, or delete it and stage again to re-create it.") from None
-    if not isinstance(lock, dict) or not isinstance(lock.get("models", {}), dict) \
-            or not isinstance(lock.get("datasets", {}), dict):
-        raise ConfigError(f"lock file {path} is not a lock (a mapping with run_name, models and datasets). "
+    if not isinstance(lock, dict) or not all(isinstance(lock.get(section) or {}, dict)
+                                             for section in ("models", "datasets", FILES)):
+        raise ConfigError(f"lock file {path} is not a lock (a mapping with run_name, models, datasets and files). "
                           f"Fix: restore it from version control, or delete it and stage again.")
     return lock
 
 
-def check_lock(config: Mapping[str, Any], path: Path, staged_models: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def check_lock(config: Mapping[str, Any], path: Path, staged_models: Mapping[str, str] | None = None,
+               hash_files: bool = True) -> dict[str, Any] | None:
     """The lock of this study, checked against the config (see the module's docstring); None when
     there is none yet or ``update_lock`` is set. ``staged_models``: encoder -> commit of the models
-    already in ``resources/``."""
+    already in ``resources/``. ``hash_files``: compare each local file's sha256 with the lock's (off in a
+    job process that re-reads the workflow: the main process has)."""
     check_revisions(config)
     lock = read_lock(path)
     if lock is None or config.get("update_lock"):
@@ -130,6 +155,7 @@ def check_lock(config: Mapping[str, Any], path: Path, staged_models: Mapping[str
                     f"{path}: {section}.{name} is stale: the config has no hub {kind} '{name}'. Fix: delete "
                     f"that entry from the lock, or rewrite the lock with {UPDATE_HINT}."
                 )
+    _check_files(wanted[FILES], lock.get(FILES) or {}, path, hash_files)
     for name, commit in (staged_models or {}).items():
         locked = lock["models"].get(name, {}).get("commit")
         if locked and is_commit(commit) and commit != locked:
@@ -139,6 +165,35 @@ def check_lock(config: Mapping[str, Any], path: Path, staged_models: Mapping[str
                 f"one with {UPDATE_HINT}."
             )
     return lock
+
+
+def _check_files(wanted: Mapping[str, Mapping[str, Any]], entries: Mapping[str, Any], path: Path,
+                 hash_files: bool) -> None:
+    from .user_data import file_sha256, resolve_path
+
+    for key, item in wanted.items():
+        entry = entries.get(key)
+        if not isinstance(entry, dict):
+            raise ConfigError(
+                f"{path}: files.{key} is missing: the file of config key '{key}' ({item['path']}) is not locked. "
+                f"Fix: record its sha256 with {UPDATE_HINT}.")
+        if entry.get("path") != item["path"]:
+            raise ConfigError(
+                f"{path}: files.{key} is stale: path: lock {entry.get('path')!r}, config {item['path']!r}. Fix: to "
+                f"reproduce the locked study, set config key '{key}' back; to lock the new file, run with {UPDATE_HINT}.")
+        if hash_files and resolve_path(item["path"]).is_file():
+            found = file_sha256(resolve_path(item["path"]))
+            if found != entry.get("sha256"):
+                raise ConfigError(
+                    f"config key '{key}' = {item['path']!r}: the file has changed since the lock {path} was written "
+                    f"(sha256 {found}; the lock pins files.{key}.sha256 = {entry.get('sha256')}). Fix: to reproduce "
+                    f"the locked study, restore the file (e.g. from version control); to use the new contents on "
+                    f"purpose, run with {UPDATE_HINT}.")
+    for key in entries:
+        if key not in wanted:
+            raise ConfigError(
+                f"{path}: files.{key} is stale: the config has no local file at config key '{key}'. Fix: delete that "
+                f"entry from the lock, or rewrite the lock with {UPDATE_HINT}.")
 
 
 def locked_commit(lock: Mapping[str, Any] | None, section: str, name: str) -> str | None:
@@ -161,21 +216,25 @@ def check_resolved(what: str, repo_id: str, revision: str | None, resolved: str,
 def build_lock(config: Mapping[str, Any], staged: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
     """The lock for ``config`` from the staging records (``{"models": {encoder: STAGED.json}, "tasks": ...}``);
     entries staged by hand without a commit hash are left out."""
+    from .user_data import file_sha256, resolve_path
+
     wanted = lockable(config)
     records = {"models": staged.get("models", {}), "datasets": staged.get("tasks", {})}
-    lock: dict[str, Any] = {"run_name": config["run_name"], "models": {}, "datasets": {}}
+    lock: dict[str, Any] = {"run_name": config["run_name"], "models": {}, "datasets": {}, FILES: {}}
     for section in KINDS:
         for name, item in wanted[section].items():
             commit = records[section].get(name, {}).get("commit")
             if is_commit(commit):
                 lock[section][name] = {**item, "commit": commit}
+    for key, item in wanted[FILES].items():
+        lock[FILES][key] = {**item, "sha256": file_sha256(resolve_path(item["path"]))}
     return lock
 
 
 def write_lock(path: Path, lock: Mapping[str, Any]) -> None:
-    header = ("# The commit every hub model and GLUE data set of this study resolved to, written by the\n"
-              "# staging gate (workflow/rules/download.smk). Commit this file with the config; to update it\n"
-              f"# on purpose: {UPDATE_HINT}.\n")
+    header = ("# The commit every hub model and data set of this study resolved to, and the sha256 of every local\n"
+              "# file it reads, written by the staging gate (workflow/rules/download.smk). Commit this file with\n"
+              f"# the config; to update it on purpose: {UPDATE_HINT}.\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(header + yaml.safe_dump(dict(lock), sort_keys=False))

@@ -123,7 +123,7 @@ def base_encoder(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> str:
             chain = " -> ".join([*seen, base])
             raise ConfigError(
                 f"config key 'encoders.{current}.base': derived encoders form a cycle ({chain}). "
-                "A derived encoder must end at an hf, path, package or pypi encoder."
+                "A derived encoder must end at an hf, path, package, pypi or embeddings encoder."
             )
         seen.append(base)
         current = base

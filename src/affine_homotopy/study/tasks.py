@@ -1,5 +1,7 @@
 """Classification tasks as a study configures them: GLUE from the Hugging Face hub, GLUE TSV folders,
-and synthetic tasks (their formats, classes and metrics; :mod:`affine_homotopy.models.task_data` loads them).
+synthetic tasks, and your own data: a ``table`` of local files and any Hugging Face dataset
+(``hf_dataset``; their rows, labels and splits: :mod:`affine_homotopy.study.user_data`). Their formats,
+classes and metrics; :mod:`affine_homotopy.models.task_data` loads them.
 
 Every loader returns the same frame: columns ``text_a`` (str), ``text_b`` (str, or None for
 single-sentence tasks) and ``label`` (int, ``0..n_classes-1``). Label ids follow the Hugging Face
@@ -80,7 +82,20 @@ class TaskInfo:
     metrics: tuple[str, ...]
 
 
-def task_info(name: str, spec: Mapping[str, Any]) -> TaskInfo:
+# Task sources whose classes come from the data (recorded in the prepared data's sidecar), and those
+# staged from the Hugging Face hub into resources/data/<task>/ by the download stage
+USER_TASK_SOURCES: tuple[str, ...] = ("table", "hf_dataset")
+HUB_TASK_SOURCES: tuple[str, ...] = ("glue", "hf_dataset")
+
+
+def task_info(name: str, spec: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> TaskInfo:
+    """Pairs, classes and metrics of a task. ``meta``: the prepared data's sidecar (``data/<task>/train.json``),
+    which a ``table`` or ``hf_dataset`` task needs: its classes are those of its data."""
+    if spec["source"] in USER_TASK_SOURCES:
+        if meta is None:
+            raise ValueError(f"task '{name}' ({spec['source']}): its classes come from its data; pass the prepared "
+                             "data's metadata (data/<task>/train.json)")
+        return TaskInfo(name, bool(meta["is_pair"]), int(meta["n_classes"]), ("accuracy",))
     if spec["source"] == "synthetic":
         return TaskInfo(name, spec["generator"] in SYNTHETIC_PAIR_GENERATORS, 2, ("accuracy",))
     glue = spec["glue_task"]

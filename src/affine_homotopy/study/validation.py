@@ -115,14 +115,34 @@ def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationErro
     return out
 
 
+# keys the schema knows by another name, (section, name in the config, name in the schema): a config
+# that uses the first gets the second in its error, instead of the schema's unknown-key message
+RENAMED_KEYS = (("intrinsic", "rank_tolerance_multiplier", "rank_multiplier"),)
+
+
+def check_renamed_keys(config: Mapping[str, Any]) -> None:
+    """A ConfigError naming the key to use for each key of :data:`RENAMED_KEYS` the config holds."""
+    for section, old, new in RENAMED_KEYS:
+        part = config.get(section)
+        if isinstance(part, Mapping) and old in part:
+            raise ConfigError(f"config key '{section}.{old}' was renamed: use '{section}.{new}' (same meaning).")
+
+
 def load_config(path: str | Path, schema_path: str | Path) -> dict[str, Any]:
     with open(path) as handle:
         config = yaml.safe_load(handle) or {}
     return check_config(config, schema_path)
 
 
-def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str | Path | None = None) -> dict[str, Any]:
+def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str | Path | None = None,
+                 data_checks: bool = True) -> dict[str, Any]:
     """Family expansion, schema validation, defaults, then the semantic checks; returns the completed config.
+
+    ``data_checks``: also read your own data where the config names it (:mod:`affine_homotopy.study.user_data`,
+    :mod:`affine_homotopy.study.precomputed`): every ``table`` task's files (columns, texts, labels, classes,
+    ids) and every ``embeddings`` encoder's files (layers, rows, NaN/Inf). The workflow's main process does;
+    a job process that re-reads the workflow (on a cluster) skips it. The files' names, formats and
+    the keys that name them are checked either way.
 
     ``job_env``: the conda environment file the embedding jobs run in (``--use-conda``:
     ``workflow/envs/embed.yaml``). A ``package`` encoder is then checked against that file (the package must
@@ -136,6 +156,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
     """
     if not isinstance(config, dict):
         raise ConfigError("the config must be a mapping of keys to values (see config/config.yaml).")
+    check_renamed_keys(config)
     members = expand_families(config)
     if "layers" in config:
         check_layer_spec(config["layers"])
@@ -145,6 +166,7 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
         raise ConfigError(with_family_note(str(error), members)) from None
     _check_encoders(config["encoders"], layer_positions(config["layers"]), job_env)
     _check_tasks(config["tasks"])
+    _check_user_data(config, data_checks)  # table tasks and embeddings encoders: their files
     check_measure_selection(config)  # intrinsic.measures and what the analysis needs of it (measures.py)
     check_extrinsic_selection(config)  # extrinsic.measures (measures.py)
     training_dynamics_members(members)  # a step axis must be numeric
@@ -222,7 +244,18 @@ def glue_task_of(name: str, spec: Mapping[str, Any]) -> str:
 
 
 def _check_tasks(tasks: dict[str, dict[str, Any]]) -> None:
+    from .user_data import table_files
+
     for name, spec in tasks.items():
+        if spec["source"] == "table":
+            table_files(name, spec)  # one file to split, or a train and a validation file
+        if spec["source"] == "hf_dataset":
+            fraction = spec.get("validation_fraction") is not None
+            if fraction and spec.get("validation") is not None:
+                raise ConfigError(
+                    f"task '{name}': config key 'tasks.{name}.validation_fraction' holds out part of the "
+                    f"'{spec['train']}' split, but 'tasks.{name}.validation' = {spec['validation']!r} names an eval "
+                    "split too. Fix: remove one of them.")
         if spec["source"] in ("glue", "glue_dir"):
             spec["glue_task"] = glue_task_of(name, spec)
         if spec["source"] == "glue_dir":
@@ -233,6 +266,38 @@ def _check_tasks(tasks: dict[str, dict[str, Any]]) -> None:
                         f"{split} file {path} does not exist. The folder must hold "
                         "<TASK>/train.tsv and <TASK>/dev.tsv in the GLUE layout."
                     )
+
+
+def _check_user_data(config: dict[str, Any], data_checks: bool) -> None:
+    """Your own data: each table task's files (read when ``data_checks``) and each embeddings encoder's file per
+    task (its layout; its rows and values too where the task's examples are known here)."""
+    from .precomputed import check_embeddings_encoder, embeddings_format, file_key
+    from .user_data import existing_file, known_task_ids, table_files, table_format, table_task
+
+    tasks = config["tasks"]
+    for name, spec in tasks.items():
+        if spec["source"] == "table":
+            for key, value in table_files(name, spec).items():
+                table_format(existing_file(value, key, f"task '{name}'"), key, f"task '{name}'")
+            if data_checks:
+                table_task(name, spec)
+    labels = layer_labels(layer_positions(config["layers"]))
+    known: dict[str, Any] = {}
+
+    def task_ids(task: str) -> Any:
+        if task not in known:
+            known[task] = known_task_ids(task, tasks[task]) if data_checks else None
+        return known[task]
+
+    for name, spec in config["encoders"].items():
+        if spec["source"] != "embeddings":
+            continue
+        if not data_checks:
+            for task, value in spec["files"].items():
+                what = f"encoder '{name}', task '{task}'"
+                embeddings_format(existing_file(value, file_key(name, task), what), file_key(name, task), what)
+            continue
+        check_embeddings_encoder(name, spec, list(tasks), labels, task_ids)
 
 
 # ---------------------------------------------------------------------------------------------

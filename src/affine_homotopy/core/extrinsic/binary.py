@@ -325,7 +325,7 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     level of the same source): they stay, as valid constraints.
     """
     A = lp.design
-    n, columns = A.shape
+    columns = A.shape[1]
     lps_before = lp.lps
     tol_t, atol_t = tol, atol / SQRT2
     # a start with a non-finite coefficient (an overflowed fit) scores nothing: the zero map stands in
@@ -347,25 +347,9 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
         return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "floor")
     if SQRT2 * upper_t <= dominated_below:
         return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
-    # the start map's worst rows on the side they violate; with many rows per column both sides
-    # (one-sided sets of near-duplicate rows can leave s unbounded)
-    both_sides = n > 10 * columns
-    working_rows = min(n, working_rows or (2 * columns if both_sides else int(1.3 * columns) + 1))
     added_per_lp = added_per_lp or max(32, columns // 2)
     t = upper_t
-    worst = np.argsort(-errors, kind="stable")[:working_rows]
-    fresh = lp.rows.size == 0
-    signed = target.signed_errors(A @ coef)
-    if both_sides:
-        lp.add(np.concatenate([worst, worst]), np.repeat([True, False], worst.size), target, t)
-    else:
-        lp.add(worst, signed[worst] > 0, target, t)
-    lp.set_level(target, t)
-    if fresh and worst.size >= columns + 1:
-        # crash: the columns + 1 worst rows active at their violated side (HiGHS's own start is the
-        # all-slack basis, which needs a pivot for every column first)
-        position = {(int(r), bool(h)): k for k, (r, h) in enumerate(zip(lp.rows, lp.hi_side))}
-        lp.crash(np.array([position[(int(r), bool(signed[r] > 0))] for r in worst[: columns + 1]]))
+    _seed_working_set(lp, target, coef, errors, t, working_rows)
     made_two_sided = False
     stop = "max_lp"
     for _ in range(max_lp):
@@ -379,41 +363,77 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
             lower_t = min(root, upper_t)
             signed = np.where(lp.hi_side, np.minimum(y, 0.0), np.maximum(y, 0.0))
             residual = float(np.abs(A[lp.rows].T @ signed).max() / max(np.abs(signed).sum(), 1e-300))
-        if upper_t - lower_t <= tol_t * upper_t:
-            stop = "tol"
-            break
-        if upper_t <= atol_t:
-            stop = "floor"
-            break
-        if SQRT2 * upper_t <= dominated_below:
-            stop = "dominated"
+        done = _stopped(upper_t, lower_t, tol_t, atol_t, dominated_below)
+        if done:
+            stop = done
             break
         if s <= S_FLOOR * (1 - 1e-9) and not made_two_sided:
             # the working set does not bound s (no certificate possible): both sides of every row
             lp.add(np.concatenate([lp.rows, lp.rows]), np.repeat([True, False], lp.rows.size), target, t)
             made_two_sided = True
             continue
-        # half-spaces outside the LP violated at this level by more than s
-        over_hi = u - target.hi(t)
-        over_lo = target.lo(t) - u
-        over_hi[lp.member[:, 0]] = -np.inf
-        over_lo[lp.member[:, 1]] = -np.inf
-        threshold = s + 1e-9 * max(1.0, abs(s))
-        violated_hi, violated_lo = np.flatnonzero(over_hi > threshold), np.flatnonzero(over_lo > threshold)
         t_next = max(lower_t, 0.5 * t)
         if root >= t_end * (1 - 1e-9):
             # the root sits where a used half-space disappears: probe just above that level
             t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7)))
-        if violated_hi.size + violated_lo.size:
-            rows = np.concatenate([violated_hi, violated_lo])
-            hi_side = np.concatenate([np.ones(violated_hi.size, bool), np.zeros(violated_lo.size, bool)])
-            # those the best map also gets most wrong first: they are near-active at the optimum
-            pick = np.argsort(-errors[rows], kind="stable")[:added_per_lp]
-            lp.add(rows[pick], hi_side[pick], target, t)
-        elif t_next == t:
+        if not _add_violated(lp, target, u, s, t, errors, added_per_lp) and t_next == t:
             stop = "stalled"  # a complete working set and no progress: the LP's accuracy limit
             break
         if t_next != t:
             t = t_next
         lp.set_level(target, t)
     return CertifiedDistance(SQRT2 * lower_t, SQRT2 * upper_t, coef, lp.lps - lps_before, stop, residual)
+
+
+def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, dominated_below: float) -> str | None:
+    """Why :func:`certify` stops at this interval (``"tol"``, ``"floor"``, ``"dominated"``), or None."""
+    if upper_t - lower_t <= tol_t * upper_t:
+        return "tol"
+    if upper_t <= atol_t:
+        return "floor"
+    if SQRT2 * upper_t <= dominated_below:
+        return "dominated"
+    return None
+
+
+def _seed_working_set(lp: ChebyshevLP, target: BinaryTarget, coef: np.ndarray, errors: np.ndarray, t: float,
+                      working_rows: int | None) -> None:
+    """The start map's worst rows on the side they violate, at level ``t``; with many rows per column
+    both sides (one-sided sets of near-duplicate rows can leave s unbounded)."""
+    A = lp.design
+    n, columns = A.shape
+    both_sides = n > 10 * columns
+    working_rows = min(n, working_rows or (2 * columns if both_sides else int(1.3 * columns) + 1))
+    worst = np.argsort(-errors, kind="stable")[:working_rows]
+    fresh = lp.rows.size == 0
+    signed = target.signed_errors(A @ coef)
+    if both_sides:
+        lp.add(np.concatenate([worst, worst]), np.repeat([True, False], worst.size), target, t)
+    else:
+        lp.add(worst, signed[worst] > 0, target, t)
+    lp.set_level(target, t)
+    if fresh and worst.size >= columns + 1:
+        # crash: the columns + 1 worst rows active at their violated side (HiGHS's own start is the
+        # all-slack basis, which needs a pivot for every column first)
+        position = {(int(r), bool(h)): k for k, (r, h) in enumerate(zip(lp.rows, lp.hi_side))}
+        lp.crash(np.array([position[(int(r), bool(signed[r] > 0))] for r in worst[: columns + 1]]))
+
+
+def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float, t: float, errors: np.ndarray,
+                  added_per_lp: int) -> bool:
+    """Add the half-spaces outside the LP that the map ``u`` violates at level ``t`` by more than
+    ``s``, those the best map also gets most wrong first (they are near-active at the optimum), at
+    most ``added_per_lp``; False when there are none."""
+    over_hi = u - target.hi(t)
+    over_lo = target.lo(t) - u
+    over_hi[lp.member[:, 0]] = -np.inf
+    over_lo[lp.member[:, 1]] = -np.inf
+    threshold = s + 1e-9 * max(1.0, abs(s))
+    violated_hi, violated_lo = np.flatnonzero(over_hi > threshold), np.flatnonzero(over_lo > threshold)
+    if not violated_hi.size + violated_lo.size:
+        return False
+    rows = np.concatenate([violated_hi, violated_lo])
+    hi_side = np.concatenate([np.ones(violated_hi.size, bool), np.zeros(violated_lo.size, bool)])
+    pick = np.argsort(-errors[rows], kind="stable")[:added_per_lp]
+    lp.add(rows[pick], hi_side[pick], target, t)
+    return True

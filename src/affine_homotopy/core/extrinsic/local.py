@@ -12,6 +12,7 @@ progress is restarted from each of its other starts (counted: ``HeadResult.resta
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,7 +116,7 @@ def refine(
     Z: torch.Tensor, P: torch.Tensor, A: torch.Tensor, c: torch.Tensor, settings: ExtrinsicSettings,
     first_step: float = 1.0,
 ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Annealed smooth-max refinement (module docstring, step 4).
+    """Annealed smooth-max refinement (the module docstring's *refined*).
 
     Returns the best values (H,), iterations, gradient norms and the best maps ``A`` (r, H, C),
     ``c`` (H, C) (a head that is not refined keeps its start).
@@ -125,13 +126,12 @@ def refine(
     starts from the best map with a re-chosen working set. Short rounds matter: a long run on a
     small working set drives the examples outside it up.
     """
-    n, heads, n_classes = P.shape
-    rank = Z.shape[1]
+    n = P.shape[0]
     errors = errors_of(Z, A, c, P)
     best = errors.max(dim=0).values
     grad_norm = torch.zeros_like(best)
     active = torch.nonzero(best > REFINE_FLOOR).squeeze(1)
-    if active.numel() == 0 or rank == 0 or not settings.temperatures or settings.rounds == 0:
+    if active.numel() == 0 or Z.shape[1] == 0 or not settings.temperatures or settings.rounds == 0:
         return best, 0, grad_norm, A, c
     # few heads (the task probes): every example; many heads: at least `working_set` examples each
     k = min(n, max(settings.working_set, settings.working_budget // active.numel()))
@@ -146,65 +146,9 @@ def refine(
     shared = k == n and settings.full_set_product
     for tau in settings.temperatures:
         for _ in range(settings.rounds):
-            if shared:
-                Zs, Ps = Z, P_active.transpose(0, 1)  # (n, r), (h, n, C)
-            else:
-                rows = best_errors.topk(k, dim=0).indices.T  # (h, k): each head's worst examples
-                Zs = Z[rows]  # (h, k, r)
-                Ps = torch.gather(P_active, 0, rows.T[:, :, None].expand(k, -1, n_classes)).transpose(0, 1)
-            scale = (best_active**2).clamp(min=torch.finfo(Z.dtype).tiny)[:, None]
-            # The working-set loss only sees W through Zs W, and its gradients lie in the row span of
-            # Zs. With fewer rows than dimensions, optimise in that span instead: W = W0 + Zs^T L^-T beta
-            # with K = Zs Zs^T = L L^T gives Zs W = Zs W0 + L beta and ||W - W0|| = ||beta||, an
-            # isometric change of variables that makes each evaluation k x k instead of k x rank.
-            kernel = k < rank and not shared
-            if kernel:
-                gram = torch.bmm(Zs, Zs.transpose(1, 2))
-                eye = torch.eye(k, dtype=Z.dtype, device=Z.device)
-                ridge = 1e-10 * gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None] * eye
-                factor, info = torch.linalg.cholesky_ex(gram + ridge)
-                if bool((info > 0).any()):
-                    factor = torch.linalg.cholesky(gram + 1e3 * ridge)
-                base = torch.bmm(Zs, best_W) + best_b[:, None, :]
-                W = torch.zeros((active.numel(), k, n_classes), dtype=Z.dtype, device=Z.device)
-                b = torch.zeros_like(best_b)
-            else:
-                W, b = best_W.clone(), best_b.clone()
-            optimizer = torch.optim.LBFGS([W, b], lr=first_step, max_iter=settings.refine_iter, history_size=10,
-                                          tolerance_grad=1e-10, tolerance_change=1e-14, line_search_fn="strong_wolfe")
-
-            def closure() -> torch.Tensor:
-                # hand-written gradient: autograd's overhead dominates on these small batched problems
-                if kernel:
-                    logits = base + torch.bmm(factor, W) + b[:, None, :]
-                elif shared:
-                    heads_now = W.shape[0]
-                    logits = (Zs @ W.permute(1, 0, 2).reshape(rank, -1)).reshape(n, heads_now, n_classes)
-                    logits = logits.transpose(0, 1) + b[:, None, :]
-                else:
-                    logits = torch.bmm(Zs, W) + b[:, None, :]
-                q = torch.softmax(logits, dim=2)  # (h, k, C)
-                diff = q - Ps
-                squared = (diff**2).sum(dim=2) / scale
-                loss = (tau * torch.logsumexp(squared / tau, dim=1)).sum()
-                v = torch.softmax(squared / tau, dim=1)[:, :, None] * 2 * diff / scale[:, :, None]
-                g = q * v - q * (q * v).sum(dim=2, keepdim=True)  # softmax Jacobian times v
-                if shared:
-                    W.grad = (Zs.T @ g.transpose(0, 1).reshape(n, -1)).reshape(rank, -1, n_classes).permute(1, 0, 2)
-                    W.grad = W.grad.contiguous()
-                else:
-                    W.grad = torch.bmm((factor if kernel else Zs).transpose(1, 2), g)
-                b.grad = g.sum(dim=1)
-                return loss
-
-            optimizer.step(closure)
-            iterations += int(optimizer.state[optimizer._params[0]].get("n_iter", 0))
-            closure()
-            grad_norm[active] = torch.sqrt((W.grad**2).sum(dim=(1, 2)) + (b.grad**2).sum(dim=1))
-            if kernel:  # back to a map on all examples
-                coefficients = torch.linalg.solve_triangular(factor.transpose(1, 2), W, upper=True)
-                W = best_W + torch.bmm(Zs.transpose(1, 2), coefficients)
-                b = best_b + b
+            W, b, steps, grad_norm[active] = _refine_round(Z, P_active, best_W, best_b, best_errors, best_active,
+                                                           k, tau, shared, settings, first_step)
+            iterations += steps
             errors = errors_of(Z, W.permute(1, 0, 2).contiguous(), b, P_active)
             value = errors.max(dim=0).values
             better = value < best_active  # NaN (a diverged head) never counts as better
@@ -215,6 +159,88 @@ def refine(
     A, c = A.clone(), c.clone()
     A[:, active], c[active] = best_W.permute(1, 0, 2), best_b
     return best, iterations, grad_norm, A, c
+
+
+def _refine_round(Z: torch.Tensor, P_active: torch.Tensor, best_W: torch.Tensor, best_b: torch.Tensor,
+                  best_errors: torch.Tensor, best_active: torch.Tensor, k: int, tau: float, shared: bool,
+                  settings: ExtrinsicSettings, first_step: float
+                  ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor]:
+    """One round of :func:`refine` for every active head, from its best map (``best_W`` (h, r, C),
+    ``best_b`` (h, C)) on its ``k`` worst examples: the round's maps, L-BFGS iterations and final
+    gradient norms (h,)."""
+    n, _, n_classes = P_active.shape
+    rank = Z.shape[1]
+    if shared:
+        Zs, Ps = Z, P_active.transpose(0, 1)  # (n, r), (h, n, C)
+    else:
+        rows = best_errors.topk(k, dim=0).indices.T  # (h, k): each head's worst examples
+        Zs = Z[rows]  # (h, k, r)
+        Ps = torch.gather(P_active, 0, rows.T[:, :, None].expand(k, -1, n_classes)).transpose(0, 1)
+    scale = (best_active**2).clamp(min=torch.finfo(Z.dtype).tiny)[:, None]
+    # The working-set loss only sees W through Zs W, and its gradients lie in the row span of
+    # Zs. With fewer rows than dimensions, optimise in that span instead: W = W0 + Zs^T L^-T beta
+    # with K = Zs Zs^T = L L^T gives Zs W = Zs W0 + L beta and ||W - W0|| = ||beta||, an
+    # isometric change of variables that makes each evaluation k x k instead of k x rank.
+    factor = base = None
+    if k < rank and not shared:
+        gram = torch.bmm(Zs, Zs.transpose(1, 2))
+        eye = torch.eye(k, dtype=Z.dtype, device=Z.device)
+        ridge = 1e-10 * gram.diagonal(dim1=1, dim2=2).mean(dim=1)[:, None, None] * eye
+        factor, info = torch.linalg.cholesky_ex(gram + ridge)
+        if bool((info > 0).any()):
+            factor = torch.linalg.cholesky(gram + 1e3 * ridge)
+        base = torch.bmm(Zs, best_W) + best_b[:, None, :]
+        W = torch.zeros((best_W.shape[0], k, n_classes), dtype=Z.dtype, device=Z.device)
+        b = torch.zeros_like(best_b)
+    else:
+        W, b = best_W.clone(), best_b.clone()
+    optimizer = torch.optim.LBFGS([W, b], lr=first_step, max_iter=settings.refine_iter, history_size=10,
+                                  tolerance_grad=1e-10, tolerance_change=1e-14, line_search_fn="strong_wolfe")
+    closure = _smooth_max_closure(W, b, Zs, Ps, scale, tau, factor, base, shared)
+    optimizer.step(closure)
+    steps = int(optimizer.state[optimizer._params[0]].get("n_iter", 0))
+    closure()
+    grad_norm = torch.sqrt((W.grad**2).sum(dim=(1, 2)) + (b.grad**2).sum(dim=1))
+    if factor is not None:  # back to a map on all examples
+        coefficients = torch.linalg.solve_triangular(factor.transpose(1, 2), W, upper=True)
+        W = best_W + torch.bmm(Zs.transpose(1, 2), coefficients)
+        b = best_b + b
+    return W, b, steps, grad_norm
+
+
+def _smooth_max_closure(W: torch.Tensor, b: torch.Tensor, Zs: torch.Tensor, Ps: torch.Tensor, scale: torch.Tensor,
+                        tau: float, factor: torch.Tensor | None, base: torch.Tensor | None, shared: bool
+                        ) -> Callable[[], torch.Tensor]:
+    """L-BFGS's closure: ``sum_h tau logsumexp(e_hn^2 / (s_h tau))`` over the working sets, with its
+    gradient written into ``W.grad`` and ``b.grad`` by hand (autograd's overhead dominates on these
+    small batched problems). ``factor``/``base``: the row-span variables (``W`` is then ``beta``)."""
+    kernel = factor is not None
+
+    def closure() -> torch.Tensor:
+        if kernel:
+            logits = base + torch.bmm(factor, W) + b[:, None, :]
+        elif shared:
+            (n, rank), (heads_now, _, n_classes) = Zs.shape, W.shape
+            logits = (Zs @ W.permute(1, 0, 2).reshape(rank, -1)).reshape(n, heads_now, n_classes)
+            logits = logits.transpose(0, 1) + b[:, None, :]
+        else:
+            logits = torch.bmm(Zs, W) + b[:, None, :]
+        q = torch.softmax(logits, dim=2)  # (h, k, C)
+        diff = q - Ps
+        squared = (diff**2).sum(dim=2) / scale
+        loss = (tau * torch.logsumexp(squared / tau, dim=1)).sum()
+        v = torch.softmax(squared / tau, dim=1)[:, :, None] * 2 * diff / scale[:, :, None]
+        g = q * v - q * (q * v).sum(dim=2, keepdim=True)  # softmax Jacobian times v
+        if shared:
+            n, rank = Zs.shape
+            W.grad = (Zs.T @ g.transpose(0, 1).reshape(n, -1)).reshape(rank, -1, W.shape[2]).permute(1, 0, 2)
+            W.grad = W.grad.contiguous()
+        else:
+            W.grad = torch.bmm((factor if kernel else Zs).transpose(1, 2), g)
+        b.grad = g.sum(dim=1)
+        return loss
+
+    return closure
 
 
 def _gather(maps: dict[str, tuple[torch.Tensor, torch.Tensor]], names: tuple[str, ...], pick: torch.Tensor

@@ -16,7 +16,7 @@ def as_tensor(array: np.ndarray, settings: ExtrinsicSettings) -> torch.Tensor:
 
 
 class PairMaps:
-    """Start maps for the classifiers of one pair ``i -> j`` (module docstring, starts 1 and 2).
+    """Start maps for the classifiers of one pair ``i -> j``: *composed* and *least_squares* (docs/method.md).
 
     The composed start regresses a classifier's logits on encoder ``i`` with the intrinsic
     engine's weighted least squares (:class:`affine_homotopy.core.linalg.WeightedLeastSquares` on the

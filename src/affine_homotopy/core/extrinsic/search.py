@@ -27,7 +27,7 @@ class Classifiers:
 
 
 class WorstCaseSearch:
-    """Projected gradient ascent on the classifier ``psi'`` of each pair ``i -> j`` (module docstring).
+    """Projected gradient ascent on the classifier ``psi'`` of each pair ``i -> j`` (docs/method.md).
 
     One instance per source ``i``; heads are its targets ``others``. Target-side products run on the
     stack of all targets' representations (``Y`` (K, N, Dmax), one batched product per step); the

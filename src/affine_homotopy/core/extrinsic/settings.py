@@ -18,7 +18,7 @@ class ExtrinsicSettings:
     tol: float = 1e-3
     atol: float = 1e-6
     max_lp: int = 100  # LPs per certified classifier before it is reported with a wider gap
-    certified: bool = True  # False: two-class tasks use the local search too (the former estimator)
+    certified: bool = True  # False: two-class tasks use the local search too (upper bounds, uncertified)
     # the local search (multi-class tasks, and the starts of the certified solver)
     max_iter: int = 200  # soft-label fit: accelerated gradient iterations
     refine_iter: int = 10  # smooth-max refinement: L-BFGS iterations per round
@@ -27,7 +27,7 @@ class ExtrinsicSettings:
     working_set: int = 64  # fewest examples per classifier in a refinement working set (its worst)
     working_budget: int = 8192  # examples x classifiers per working set (more examples when few heads)
     inverse_temperature: float = 1.0  # lam: target probabilities are softmax(lam * probe logits)
-    rank_multiplier: float = 5.0  # the rank rule's n (the intrinsic stage's rank_tolerance_multiplier)
+    rank_multiplier: float = 5.0  # the rank rule's n (the config's intrinsic.rank_multiplier)
     block_mb: int = 512  # working memory for one block of random-label classifiers
     search_steps: int = 10  # d_worst_search: ascent steps on the classifier (0 = d_worst_search is d_worst)
     search_step_size: float = 0.1  # first step length, as a fraction of the ball's radius
@@ -63,7 +63,7 @@ class ExtrinsicSettings:
             refine_iter=section["refine_iter"], rounds=section["rounds"],
             temperatures=tuple(section["temperatures"]), working_set=section["working_set"],
             working_budget=section["working_budget"], inverse_temperature=section["inverse_temperature"],
-            rank_multiplier=config["intrinsic"]["rank_tolerance_multiplier"], block_mb=section["block_mb"],
+            rank_multiplier=config["intrinsic"]["rank_multiplier"], block_mb=section["block_mb"],
             search_steps=search["steps"], search_step_size=search["step_size"], search_radius=search["radius"],
             search_candidates=search["candidates"], search_accept_rtol=search["accept_rtol"],
             dtype=DTYPES[section["dtype"]], device=device,

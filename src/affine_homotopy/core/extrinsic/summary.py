@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .bounds import tightness_summary, worst_case_summary
-from .engine import ExtrinsicResult
+from .result import ExtrinsicResult
 
 log = logging.getLogger(__name__)
 
@@ -20,11 +20,12 @@ def diagnostics_frame(result: ExtrinsicResult, d_aff: np.ndarray | None = None) 
     frame = pd.DataFrame(result.diagnostics)
     index = {name: k for k, name in enumerate(result.names)}
     cells = [(index[a], index[b]) for a, b in zip(frame["mapped_from"], frame["mapped_to"])]
-    if result.bound is not None and d_aff is not None:
-        frame.insert(3, "bound", [result.bound[c] for c in cells])
+    bounds = result.bounds
+    if bounds is not None and d_aff is not None:
+        frame.insert(3, "bound", [bounds.task[c] for c in cells])
         frame.insert(4, "d_aff", [d_aff[c] for c in cells])
-        if result.bound_worst is not None:
-            frame["bound_worst"] = [result.bound_worst[c] for c in cells]
+        if bounds.worst is not None:
+            frame["bound_worst"] = [bounds.worst[c] for c in cells]
     return frame
 
 

@@ -1,0 +1,148 @@
+"""What the extrinsic engine returns for one (task, layer): the values, their certified lower bounds,
+Lemma 5.2's bounds and the per-pair diagnostics (:class:`ExtrinsicResult`).
+
+Orientation: every (K, K) matrix has row ``i`` mapped onto column ``j``. Conventions: docs/method.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .bounds import check_bounds as check_lemma_bounds
+from .local import STARTS, HeadResult
+from .prepare import PreparedInputs, SourceContext
+from .search import SearchedClassifier
+
+
+@dataclass
+class MeasureMatrices:
+    """One (K, K) matrix per extrinsic measure, row mapped onto column: NaN off the computed pairs, 0
+    on the diagonal; None where the measure was not computed."""
+
+    d_psi: np.ndarray
+    d_worst: np.ndarray | None = None
+    d_worst_search: np.ndarray | None = None
+
+
+@dataclass
+class LemmaBounds:
+    """Lemma 5.2 for every pair (computed when ``d_aff`` is given), (K, K) each."""
+
+    task: np.ndarray  # c(lam) ||W_j||_2 d_aff for the task probe (bound.csv)
+    task_slack: np.ndarray  # the bound's share of the target's discarded tail (LemmaCheck)
+    violations: np.ndarray  # int: classifiers breaking their own Lemma 5.2 bound
+    worst: np.ndarray | None = None  # c(lam) max_k ||W_k||_2 d_aff over every classifier evaluated (bound_worst.csv)
+    worst_slack: np.ndarray | None = None
+
+
+@dataclass
+class WorstCaseDetails:
+    """The classifiers behind ``d_worst`` and ``d_worst_search`` (computed with ``d_worst``)."""
+
+    classifier: np.ndarray  # (K, K) int: d_worst's classifier, -1 = the task probe, s = random seed s
+    radius: np.ndarray  # (K,) the search ball's radius per target
+    skipped: np.ndarray  # (K,) random classifiers skipped per target (non-finite logits)
+    searched: dict[tuple[int, int], SearchedClassifier] = field(default_factory=dict)  # per pair, with the search
+
+
+@dataclass
+class ExtrinsicResult:
+    """Everything one (task, layer) computed for its ordered ``pairs``. ``values`` are upper bounds
+    attained by explicit maps; ``lower`` their certified lower bounds (NaN where no certificate
+    exists: more than two classes, or ``certified=False``)."""
+
+    names: list[str]
+    pairs: list[tuple[int, int]]
+    n_classes: int
+    certified: bool  # two classes and settings.certified: every fixed-classifier value has an interval
+    values: MeasureMatrices
+    lower: MeasureMatrices
+    diagnostics: list[dict[str, object]]  # one d_psi_diagnostics.csv row per computed ordered pair
+    seconds: dict[str, float] = field(default_factory=dict)  # wall and CPU seconds per phase
+    bounds: LemmaBounds | None = None  # None without d_aff
+    worst_case: WorstCaseDetails | None = None  # None without d_worst
+
+    def matrices(self) -> dict[str, np.ndarray]:
+        """The workflow's matrices by file stem (``d_psi`` -> ``d_psi.csv``), those that exist."""
+        bounds = self.bounds
+        matrices = {
+            "d_psi": self.values.d_psi, "d_psi_lower": self.lower.d_psi,
+            "d_worst": self.values.d_worst, "d_worst_lower": self.lower.d_worst,
+            "d_worst_search": self.values.d_worst_search, "d_worst_search_lower": self.lower.d_worst_search,
+            "bound": None if bounds is None else bounds.task, "bound_worst": None if bounds is None else bounds.worst,
+        }
+        return {name: matrix for name, matrix in matrices.items() if matrix is not None}
+
+    def check_bounds(self) -> None:
+        """Lemma 5.2 on every pair and every evaluated classifier (NumericalError; see
+        :func:`~affine_homotopy.core.extrinsic.bounds.check_bounds`)."""
+        if self.bounds is not None:
+            check_lemma_bounds(np.nan_to_num(self.values.d_psi), self.bounds.task, self.bounds.violations,
+                               self.bounds.task_slack)
+
+
+def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult, values: MeasureMatrices,
+                    lower: MeasureMatrices, worst_index: np.ndarray | None, worst_rows: dict[int, dict[str, object]],
+                    atol: float) -> list[dict[str, object]]:
+    """One ``d_psi_diagnostics.csv`` row per pair of one source: values, certified gaps, the local
+    search's starts and stalls, Lemma 5.2's slack, and the worst case's classifiers and search."""
+    names, i, others = prep.names, ctx.i, ctx.others
+    d_psi, d_psi_lower = values.d_psi, lower.d_psi
+    d_worst, d_worst_lower = values.d_worst, lower.d_worst
+    d_search, d_search_lower = values.d_worst_search, lower.d_worst_search
+    worst_case = d_worst is not None
+    lemma = prep.lemma
+    rows = []
+    for slot, j in enumerate(others):
+        winner = result.start_names[int(result.winner[slot])]
+        row: dict[str, object] = {
+            "mapped_from": names[i], "mapped_to": names[j], "d_psi": d_psi[i, j],
+            "d_psi_lower": d_psi_lower[i, j], "d_psi_gap": _gap(d_psi[i, j], d_psi_lower[i, j], atol),
+            "d_psi_lps": int(result.lps[slot]), "d_psi_stop": result.stop[slot],
+            "d_psi_cert_residual": float(result.cert_residual[slot]),
+            **{name: float(result.candidates[name][slot]) for name in (*STARTS, "refined") if name in result.candidates},
+            "winning_start": winner,
+            "refine_stalled": bool(result.stalled[slot]) if result.stalled is not None else False,
+            "refine_restart_improved": (bool(result.restarted_improved[slot])
+                                        if result.restarted_improved is not None else False),
+            "soft_label_iterations": result.soft_label_iterations,
+            "soft_label_grad_norm": float(result.soft_label_grad[slot]),
+            "refine_iterations": result.refine_iterations,
+            "refine_grad_norm": float(result.refine_grad[slot]),
+            "source_rank": ctx.rank,
+            "d_aff_rebuilt": lemma.rebuilt[i, j],
+            "target_tail": lemma.tail[j],
+            "bound_slack": lemma.c * prep.task_norms[j] * lemma.excess(i, j),
+            "bound_violations": int(lemma.violations[i, j]),
+        }
+        if worst_case:
+            row.update({
+                "d_worst": d_worst[i, j], "d_worst_lower": d_worst_lower[i, j],
+                "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j], atol),
+                "worst_classifier": "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}",
+                "classifiers_evaluated": int(lemma.evaluated[i, j]),
+                "bound_worst_slack": lemma.c * lemma.norm_max[i, j] * lemma.excess(i, j),
+                "classifiers_skipped": int(prep.skipped[j]),
+                **worst_rows.get(j, {}),
+            })
+        if d_search is not None:
+            row.update({
+                "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
+                "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], atol),
+                "search_radius": max(prep.radius[j], lemma.norm_max[i, j]),
+            })
+        rows.append(row)
+    return rows
+
+
+
+def _gap(value: float, lower: float, atol: float) -> float:
+    """Relative gap of a certified interval: 0 when closed by the absolute floor (value <= atol), NaN
+    without a certificate."""
+    if value <= atol:
+        return 0.0
+    return (value - lower) / value if math.isfinite(lower) else math.nan
+

@@ -1,0 +1,90 @@
+"""The cost model's coefficients are data: src/affine_homotopy/jobs/cost_coefficients.json is what
+``python -m benchmarks.cost_model fit`` computes from benchmarks/cost_measurements.csv and
+benchmarks/extrinsic_cost_ratios.csv (so a hand edit of either side fails here), it ships with the
+package, and affine_homotopy.jobs.cost reads its numbers."""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from affine_homotopy.jobs import cost
+
+from tests.helpers import REPO
+
+COEFFICIENTS = REPO / "src" / "affine_homotopy" / "jobs" / cost.COEFFICIENTS_FILE
+
+
+def test_the_coefficient_file_is_what_fit_computes_from_the_measurements() -> None:
+    from benchmarks.cost_model import COEFFICIENTS as written_by_fit
+    from benchmarks.cost_model import coefficients_text, fitted_coefficients
+
+    assert written_by_fit == COEFFICIENTS
+    refitted = fitted_coefficients()
+    on_file = json.loads(COEFFICIENTS.read_text(encoding="utf-8"))
+    assert on_file == refitted, ("cost_coefficients.json is not what `python -m benchmarks.cost_model fit` computes "
+                                 "from the measurements: refit it instead of editing it")
+    assert COEFFICIENTS.read_text(encoding="utf-8") == coefficients_text(refitted)  # and written as fit writes it
+    for stage, entry in on_file["stages"].items():  # the rows' dates and loads travel with the coefficients
+        assert entry["dates"] and entry["load_1min"][0] <= entry["load_1min"][1], stage
+
+
+def test_the_package_reads_the_file() -> None:
+    on_file = json.loads(COEFFICIENTS.read_text(encoding="utf-8"))["stages"]
+    costs = cost.stage_costs()
+    assert cost.stage_costs() is costs and cost.STAGE_COSTS is costs  # read once
+    assert set(costs) == set(on_file) == set(cost.STAGE_UNITS)
+    for stage, entry in on_file.items():
+        assert costs[stage] == cost.StageCost(entry["seconds_ref"], entry["n_exponent"], entry["d_exponent"],
+                                              entry["unit"]), stage
+    with pytest.raises(TypeError):
+        costs["d_aff"] = costs["d_psi"]  # the cached mapping is read-only
+
+
+def test_the_file_is_package_data() -> None:
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    relative = COEFFICIENTS.relative_to(REPO / "src" / "affine_homotopy").as_posix()
+    assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns["affine_homotopy"]), patterns
+
+
+def write_rows(path: Path, fields: list[str], rows: list[dict[str, object]]) -> Path:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def test_fit_keeps_the_last_row_of_a_size_skips_no_rows_and_scales_the_local_estimator(tmp_path: Path) -> None:
+    """Exact rules on made-up timings: a stage growing as N at D = 384 and as D^2, with a stale row of
+    one size, an unfitted row and a K = 6 row that must not count; d_psi's rows scaled by a ratio."""
+    from benchmarks.cost_model import FIELDS, RATIO_FIELDS, fitted_coefficients
+
+    def row(stage: str, n: int, d: int, seconds: float, fit: str = "measured", k: int = 3, date: str = "2030-01-02",
+            load: float = 1.0) -> dict[str, object]:
+        return {"stage": stage, "n": n, "d": d, "k": k, "units": 6, "seconds_per_unit": seconds, "unit": "ordered pair",
+                "threads": 1, "load_1min": load, "machine": "test", "date": date, "fit": fit}
+
+    rows = [row("d_aff", 20_000, 384, 99.0, date="2030-01-01"),  # replaced by the later row of that size
+            row("d_aff", 10_000, 384, 2.0, load=3.0), row("d_aff", 20_000, 384, 4.0), row("d_aff", 10_000, 768, 8.0),
+            row("d_aff", 40_000, 384, 1e6, fit="no"), row("d_aff", 10_000, 384, 1e6, k=6),
+            row("d_psi", 10_000, 384, 1.0, fit="scaled"), row("d_psi", 40_000, 384, 4.0, fit="scaled")]
+    measurements = write_rows(tmp_path / "m.csv", FIELDS, rows)
+    ratios = write_rows(tmp_path / "r.csv", RATIO_FIELDS, [
+        {"n": 10_000, "d": 384, "phase": "d_psi", "local_cpu": 1, "certified_cpu": 3, "ratio": 3.0, "n_random": 25,
+         "load_1min": 1.0, "machine": "test", "date": "2030-01-02", "note": ""}])
+    stages = fitted_coefficients(measurements, ratios)["stages"]
+    assert {k: stages["d_aff"][k] for k in ("seconds_ref", "n_exponent", "d_exponent", "n", "d", "dates")} == {
+        "seconds_ref": 2.0, "n_exponent": 1.0, "d_exponent": 2.0, "n": [10_000, 20_000], "d": [384, 768],
+        "dates": ["2030-01-02"]}
+    assert stages["d_aff"]["load_1min"] == [1.0, 3.0] and not stages["d_aff"]["scaled_by_certified_ratio"]
+    assert (stages["d_psi"]["seconds_ref"], stages["d_psi"]["n_exponent"]) == (3.0, 1.0)  # the ratio, flat in N
+    assert stages["d_psi"]["scaled_by_certified_ratio"]
+    without = write_rows(tmp_path / "none.csv", RATIO_FIELDS, [])
+    with pytest.raises(ValueError, match="no d_psi ratio"):
+        fitted_coefficients(measurements, without)
