@@ -156,3 +156,20 @@ def pytest_make_collect_report(collector: pytest.Collector):
     if report.skipped and not ALLOW_SKIPS:
         report.outcome = "failed"
         report.longrepr = f"{collector.nodeid} was skipped as a whole: {_skip_reason(report)}"
+
+
+@pytest.fixture
+def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The hub switched on but pointed at a closed local port: every request fails to connect."""
+    import socket
+
+    import huggingface_hub.constants as constants
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    return constants.ENDPOINT

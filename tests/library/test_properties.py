@@ -15,12 +15,11 @@ HYPOTHESIS_PROFILE=slow runs 200 fresh ones per test.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, note
+from hypothesis import given, note
 from hypothesis import strategies as st
 
 import affine_homotopy as ah

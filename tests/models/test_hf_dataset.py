@@ -153,22 +153,11 @@ def test_the_lock_pins_the_datasets_commit(tmp_path: Path, hf_home: Path) -> Non
         stage_task("reviews", task, tmp_path / "b", locked_commit=COMMIT, lock_file=path)
 
 
-def test_an_unreachable_hub_falls_back_to_the_cache(tmp_path: Path, hf_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreachable_hub_falls_back_to_the_cache(tmp_path: Path, hf_home: Path, unreachable_hub: str) -> None:
     """The hub switched on but pointed at a closed local port: both resolutions (the card, then the data
     files at its commit) take the cache, and the record says why."""
-    import socket
-
-    import huggingface_hub.constants as constants
-
     put_dataset(hf_home / "hub", {"en/train-00000-of-00001.parquet": parquet(table(8)),
                                   "en/test-00000-of-00001.parquet": parquet(table(4, 10))}, card=CARD)
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
     record = stage_task("reviews", checked(spec()), tmp_path / "staged")
     assert record["staged_from"] == "cache" and "unreachable" in record["route_reason"] and record["commit"] == COMMIT
     assert record["requested_revision"] is None and record["splits"]["train"]["n_examples"] == 8

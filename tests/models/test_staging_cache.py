@@ -14,7 +14,6 @@ import copy
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -34,21 +33,6 @@ from tests.helpers import (
     COMMIT_A, COMMIT_B, COMMIT_GLUE, MB0, MB1, cached_study_config, glue_tables, job_counts, model_files,
     put_glue_in_cache, put_in_hub_cache, snakemake, write_config,
 )
-
-
-@pytest.fixture
-def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The hub switched on but pointed at a closed local port: every request fails to connect."""
-    import huggingface_hub.constants as constants
-
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
-    return constants.ENDPOINT
 
 
 def leftovers(parent: Path) -> list[str]:

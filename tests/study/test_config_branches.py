@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from affine_homotopy.study.validation import check_config, load_config
 from affine_homotopy.errors import ConfigError

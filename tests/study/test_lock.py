@@ -4,7 +4,6 @@ data come from caches laid out as huggingface_hub does (tests/helpers.py)."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import shutil

@@ -19,7 +19,8 @@ import yaml
 from affine_homotopy.errors import ConfigError, DataError
 from affine_homotopy.study.lock import build_lock, check_lock, write_lock
 from affine_homotopy.study.precomputed import layer_map, open_embeddings, selected_arrays, task_rows
-from affine_homotopy.study.user_data import apply_caps, ids_sha256, known_task_ids, table_task
+from affine_homotopy.study.user_data import apply_caps, known_task_ids, table_task
+from affine_homotopy.study.user_files import ids_sha256
 from affine_homotopy.study.validation import check_config
 
 from tests.helpers import SCHEMA

@@ -12,7 +12,7 @@ import logging
 from affine_homotopy.jobs.io import read_json, write_embeddings
 from affine_homotopy.jobs.runner import run
 from affine_homotopy.study.precomputed import file_key, layer_map, open_embeddings, selected_arrays, task_rows
-from affine_homotopy.study.user_data import ids_sha256
+from affine_homotopy.study.user_files import ids_sha256
 
 
 def main(snakemake):

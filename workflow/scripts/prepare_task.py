@@ -12,7 +12,7 @@ import logging
 from affine_homotopy.jobs.io import fingerprint_frame, write_json, write_parquet
 from affine_homotopy.jobs.runner import run
 from affine_homotopy.models.task_data import load_task
-from affine_homotopy.study.user_data import ids_sha256
+from affine_homotopy.study.user_files import ids_sha256
 
 
 def main(snakemake):

@@ -28,10 +28,8 @@ import pandas as pd
 from ..errors import ConfigError, DataError, StagingError
 from ..study.hub import MissingFiles, Snapshot, offline_switch, resolve_snapshot
 from ..study.tasks import GLUE_FORMATS, GLUE_REPO, SPLITS, STAGED_MARKER, glue_dir_files, task_info
-from ..study.user_data import (
-    COMPRESSIONS, STANDARD, TABLE_FORMATS, LabelledSplits, Source, apply_caps, labelled_splits, read_table_file,
-    standard_rows, table_task,
-)
+from ..study.user_data import STANDARD, LabelledSplits, Source, apply_caps, labelled_splits, standard_rows, table_task
+from ..study.user_files import COMPRESSIONS, TABLE_FORMATS, read_table_file
 
 
 def read_glue_tsv(path: str | Path, glue_task: str) -> pd.DataFrame:

@@ -169,7 +169,7 @@ def check_lock(config: Mapping[str, Any], path: Path, staged_models: Mapping[str
 
 def _check_files(wanted: Mapping[str, Mapping[str, Any]], entries: Mapping[str, Any], path: Path,
                  hash_files: bool) -> None:
-    from .user_data import file_sha256, resolve_path
+    from .user_files import file_sha256, resolve_path
 
     for key, item in wanted.items():
         entry = entries.get(key)
@@ -216,7 +216,7 @@ def check_resolved(what: str, repo_id: str, revision: str | None, resolved: str,
 def build_lock(config: Mapping[str, Any], staged: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
     """The lock for ``config`` from the staging records (``{"models": {encoder: STAGED.json}, "tasks": ...}``);
     entries staged by hand without a commit hash are left out."""
-    from .user_data import file_sha256, resolve_path
+    from .user_files import file_sha256, resolve_path
 
     wanted = lockable(config)
     records = {"models": staged.get("models", {}), "datasets": staged.get("tasks", {})}

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import ConfigError, DataError
 from .layers import layer_label
-from .user_data import existing_file, file_sha256, ids_sha256
+from .user_files import existing_file, file_sha256, ids_sha256
 
 EMBEDDING_FORMATS = {".npy": "npy", ".npz": "npz", ".safetensors": "safetensors", ".pt": "torch", ".pth": "torch"}
 IDS_KEY = "ids"

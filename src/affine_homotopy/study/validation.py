@@ -272,7 +272,8 @@ def _check_user_data(config: dict[str, Any], data_checks: bool) -> None:
     """Your own data: each table task's files (read when ``data_checks``) and each embeddings encoder's file per
     task (its layout; its rows and values too where the task's examples are known here)."""
     from .precomputed import check_embeddings_encoder, embeddings_format, file_key
-    from .user_data import existing_file, known_task_ids, table_files, table_format, table_task
+    from .user_data import known_task_ids, table_files, table_task
+    from .user_files import existing_file, table_format
 
     tasks = config["tasks"]
     for name, spec in tasks.items():
