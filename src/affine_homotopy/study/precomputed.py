@@ -131,73 +131,92 @@ def _id_texts(values: Any, what: str, count: int) -> list[str]:
     return texts
 
 
-def open_embeddings(value: str, key: str, what: str) -> EmbeddingsFile:
-    """Read an embeddings file's layout (arrays, shapes, ids) without loading its arrays; ConfigError or
-    DataError for what cannot be used."""
-    path = existing_file(value, key, what)
-    fmt = embeddings_format(path, key, what)
-    where = f"{what}: {value} (config key '{key}')"
-    ids: Any = None
-    fingerprint: Any = None
-    stacked = False
+@dataclass
+class _Layout:
+    """What one format's reader finds in a file: shapes and dtypes per array key, whether a single
+    array is an (L, N, D) stack, the ids and their fingerprint if stored, and how to load one array."""
+
     shapes: dict[Key, tuple[int, ...]]
     dtypes: dict[Key, str]
+    load: Callable[[Key], Any]
+    stacked: bool = False
+    ids: Any = None
+    fingerprint: Any = None
+
+
+def _npy_layout(path: Path, where: str) -> _Layout:
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    shapes, dtypes, stacked = _stack_layout(array.shape, str(array.dtype), where)
+    load = (lambda k: np.load(path, mmap_mode="r")) if not stacked else (lambda k: np.load(path, mmap_mode="r")[k])
+    return _Layout(shapes, dtypes, load, stacked)
+
+
+def _npz_file_layout(path: Path, where: str) -> _Layout:
+    shapes, dtypes = _npz_layout(path)
+    with np.load(path, allow_pickle=False) as archive:
+        ids = archive[IDS_KEY] if IDS_KEY in shapes else None
+        fingerprint = archive[IDS_SHA256_KEY] if IDS_SHA256_KEY in shapes else None
+    for name in RESERVED:
+        shapes.pop(name, None)
+        dtypes.pop(name, None)
+
+    def load(k: Key) -> Any:
+        with np.load(path, allow_pickle=False) as archive:
+            return archive[k]
+
+    return _Layout(shapes, dtypes, load, ids=ids, fingerprint=fingerprint)
+
+
+def _safetensors_layout(path: Path, where: str) -> _Layout:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+        names = list(handle.keys())
+        shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in names}
+        dtypes = {name: str(handle.get_slice(name).get_dtype()) for name in names}
+        ids = handle.get_tensor(IDS_KEY) if IDS_KEY in names else metadata.get(IDS_KEY)
+    shapes.pop(IDS_KEY, None)
+    dtypes.pop(IDS_KEY, None)
+
+    def load(k: Key) -> Any:
+        with safe_open(str(path), framework="pt") as handle:
+            return handle.get_tensor(k)
+
+    return _Layout(shapes, dtypes, load, ids=ids, fingerprint=metadata.get(IDS_SHA256_KEY))
+
+
+def _torch_layout(path: Path, where: str) -> _Layout:
+    import torch
+
     try:
-        if fmt == "npy":
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
-            shapes, dtypes, stacked = _stack_layout(array.shape, str(array.dtype), where)
-            load = (lambda k: np.load(path, mmap_mode="r")) if not stacked else (lambda k: np.load(path, mmap_mode="r")[k])
-        elif fmt == "npz":
-            shapes, dtypes = _npz_layout(path)
-            with np.load(path, allow_pickle=False) as archive:
-                ids = archive[IDS_KEY] if IDS_KEY in shapes else None
-                fingerprint = archive[IDS_SHA256_KEY] if IDS_SHA256_KEY in shapes else None
-            for name in RESERVED:
-                shapes.pop(name, None)
-                dtypes.pop(name, None)
+        loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:  # a file in the legacy (non-zip) format cannot be memory-mapped
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(loaded, Mapping):
+        contents = {(str(k) if k not in RESERVED else k): v for k, v in loaded.items()}
+        ids, fingerprint = contents.pop(IDS_KEY, None), contents.pop(IDS_SHA256_KEY, None)
+        bad = [k for k, v in contents.items() if not hasattr(v, "shape")]
+        if bad:
+            raise DataError(f"{where}: entry {bad[0]!r} is a {type(contents[bad[0]]).__name__}, not a tensor; "
+                            f"a dict holds one (N, D) tensor per layer (and optional {', '.join(RESERVED)}).")
+        return _Layout({k: tuple(v.shape) for k, v in contents.items()}, {k: str(v.dtype) for k, v in contents.items()},
+                       contents.__getitem__, ids=ids, fingerprint=fingerprint)
+    if hasattr(loaded, "shape"):
+        shapes, dtypes, stacked = _stack_layout(tuple(loaded.shape), str(loaded.dtype), where)
+        return _Layout(shapes, dtypes, (lambda k: loaded) if not stacked else loaded.__getitem__, stacked)
+    raise DataError(f"{where} holds a {type(loaded).__name__}; expected a tensor, or a dict of (N, D) "
+                    "tensors (with optional 'ids').")
 
-            def load(k: Key) -> Any:
-                with np.load(path, allow_pickle=False) as archive:
-                    return archive[k]
-        elif fmt == "safetensors":
-            from safetensors import safe_open
 
-            with safe_open(str(path), framework="pt") as handle:
-                metadata = handle.metadata() or {}
-                names = list(handle.keys())
-                shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in names}
-                dtypes = {name: str(handle.get_slice(name).get_dtype()) for name in names}
-                ids = handle.get_tensor(IDS_KEY) if IDS_KEY in names else metadata.get(IDS_KEY)
-            shapes.pop(IDS_KEY, None)
-            dtypes.pop(IDS_KEY, None)
-            fingerprint = metadata.get(IDS_SHA256_KEY)
+_READERS: dict[str, Callable[[Path, str], _Layout]] = {
+    "npy": _npy_layout, "npz": _npz_file_layout, "safetensors": _safetensors_layout, "torch": _torch_layout,
+}
 
-            def load(k: Key) -> Any:
-                with safe_open(str(path), framework="pt") as handle:
-                    return handle.get_tensor(k)
-        else:
-            import torch
 
-            try:
-                loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError:  # a file in the legacy (non-zip) format cannot be memory-mapped
-                loaded = torch.load(path, map_location="cpu", weights_only=True)
-            if isinstance(loaded, Mapping):
-                contents = {(str(k) if k not in RESERVED else k): v for k, v in loaded.items()}
-                ids, fingerprint = contents.pop(IDS_KEY, None), contents.pop(IDS_SHA256_KEY, None)
-                bad = [k for k, v in contents.items() if not hasattr(v, "shape")]
-                if bad:
-                    raise DataError(f"{where}: entry {bad[0]!r} is a {type(contents[bad[0]]).__name__}, not a tensor; "
-                                    f"a dict holds one (N, D) tensor per layer (and optional {', '.join(RESERVED)}).")
-                shapes = {k: tuple(v.shape) for k, v in contents.items()}
-                dtypes = {k: str(v.dtype) for k, v in contents.items()}
-                load = contents.__getitem__
-            elif hasattr(loaded, "shape"):
-                shapes, dtypes, stacked = _stack_layout(tuple(loaded.shape), str(loaded.dtype), where)
-                load = (lambda k: loaded) if not stacked else loaded.__getitem__
-            else:
-                raise DataError(f"{where} holds a {type(loaded).__name__}; expected a tensor, or a dict of (N, D) "
-                                "tensors (with optional 'ids').")
+def _read_layout(path: Path, fmt: str, where: str) -> _Layout:
+    try:
+        return _READERS[fmt](path, where)
     except (DataError, ConfigError):
         raise
     except Exception as error:  # a damaged or foreign file: numpy, safetensors and torch raise many types
@@ -208,6 +227,11 @@ def open_embeddings(value: str, key: str, what: str) -> EmbeddingsFile:
             hint = (" Object arrays need pickle, which is off: save ids as a string array (np.array(ids, dtype=str))."
                     if "pickle" in str(error).lower() else "")
         raise DataError(f"{where} cannot be read as {fmt}: {type(error).__name__}: {error}.{hint}") from None
+
+
+def _check_arrays(layout: _Layout, where: str) -> int:
+    """The number of examples, after checking that every array is a real (N, D) matrix of one shape."""
+    shapes, dtypes = layout.shapes, layout.dtypes
     if not shapes:
         raise DataError(f"{where} holds no arrays (only {', '.join(RESERVED)}). Fix: save the representations in it.")
     for name, shape in shapes.items():
@@ -223,12 +247,24 @@ def open_embeddings(value: str, key: str, what: str) -> EmbeddingsFile:
     if len(counts) > 1 or len(widths) > 1:
         raise DataError(f"{where}: its arrays differ in shape ({', '.join(f'{k!r}: {tuple(v)}' for k, v in shapes.items())}); "
                         "every layer must hold the same N examples with the same width D.")
-    n = counts.pop()
-    id_list = _id_texts(ids, where, n) if ids is not None else None
+    return counts.pop()
+
+
+def open_embeddings(value: str, key: str, what: str) -> EmbeddingsFile:
+    """Read an embeddings file's layout (arrays, shapes, ids) without loading its arrays; ConfigError or
+    DataError for what cannot be used."""
+    path = existing_file(value, key, what)
+    fmt = embeddings_format(path, key, what)
+    where = f"{what}: {value} (config key '{key}')"
+    layout = _read_layout(path, fmt, where)
+    n = _check_arrays(layout, where)
+    id_list = _id_texts(layout.ids, where, n) if layout.ids is not None else None
+    fingerprint = layout.fingerprint
     if fingerprint is not None and not isinstance(fingerprint, str):
         fingerprint = str(np.asarray(fingerprint).item())
-    return EmbeddingsFile(path, fmt, {k: (int(v[0]), int(v[1])) for k, v in shapes.items()}, id_list, fingerprint,
-                          lambda k: _float_array(load(k), where, str(k)), stacked)
+    load = layout.load
+    return EmbeddingsFile(path, fmt, {k: (int(v[0]), int(v[1])) for k, v in layout.shapes.items()}, id_list,
+                          fingerprint, lambda k: _float_array(load(k), where, str(k)), layout.stacked)
 
 
 def _npz_layout(path: Path) -> tuple[dict[Key, tuple[int, ...]], dict[Key, str]]:
