@@ -124,6 +124,29 @@ def test_labels_are_mapped_in_sorted_order_and_pairs_and_two_files_work(workdir:
     assert table_task("f", spec).classes == [0, 1]
 
 
+def test_a_tsv_is_read_without_quoting_and_class_names_without_spaces(workdir: Path) -> None:
+    # GLUE-style TSV: a sentence may open with a quote that never closes; it stays in the text, and the
+    # rows after it stay rows. Class names differing only by spaces around them are one class.
+    lines = ['"Wow, just wow\tpos', 'okay film\tneg ', 'he said "meh"\t pos', 'fine\tneg'] * 5
+    Path("reviews.tsv").write_text("text\tlabel\n" + "\n".join(lines) + "\n")
+    cfg = check(config(one_file("reviews.tsv")))
+    splits = table_task("reviews", cfg["tasks"]["reviews"])
+    texts = [*splits.frames["train"]["text_a"], *splits.frames["dev"]["text_a"]]
+    assert len(texts) == 20 and texts.count('"Wow, just wow') == 5 and texts.count('he said "meh"') == 5
+    assert splits.classes == ["neg", "pos"]
+
+
+def test_an_id_or_pair_column_of_that_name_can_be_switched_off(workdir: Path) -> None:
+    # a file whose `id` column is not unique (a user id, say) and whose `text_pair` is not a second sentence
+    frame = reviews(20).assign(id=[f"user{k % 3}" for k in range(20)], text_pair=["x"] * 20)
+    frame.to_csv("reviews.csv", index=False)
+    with pytest.raises(DataError, match=r"columns\.id: false"):
+        check(config(one_file()))
+    cfg = check(config(one_file(columns={"id": False, "text_pair": False})))
+    splits = table_task("reviews", cfg["tasks"]["reviews"])
+    assert not splits.is_pair and sorted(splits.ids("train") + splits.ids("dev"), key=int) == [str(k) for k in range(20)]
+
+
 def test_a_cap_that_keeps_one_class_is_named_by_prepare_task_not_by_the_config_check(workdir: Path) -> None:
     frame = reviews(40)
     frame.sort_values("label").to_csv("sorted.csv", index=False)  # every 'neg' first

@@ -55,6 +55,7 @@ from affine_homotopy.core.measures import (
 )
 from affine_homotopy.study.layers import configured_label, layer_label, layer_labels, layer_positions
 from affine_homotopy.study.lock import check_lock, lock_path, staged_model_commits
+from affine_homotopy.study.user_files import resolve_path
 
 # Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
 # encoder is then checked against that file (see check_config).
@@ -132,12 +133,14 @@ def staged_task_input(wildcards):
 def table_task_files(wildcards):
     """The local files of a table task (a changed file reruns its prepare_task jobs); none for other sources."""
     spec = config["tasks"][wildcards.task]
-    return [spec[k] for k in ("path", "train", "validation") if spec.get(k)] if spec["source"] == "table" else []
+    if spec["source"] != "table":
+        return []
+    return [str(resolve_path(spec[k])) for k in ("path", "train", "validation") if spec.get(k)]
 
 
 def embeddings_file(wildcards):
     """The file an embeddings encoder brings for a task (encoders.<encoder>.files.<task>)."""
-    return config["encoders"][wildcards.encoder]["files"][wildcards.task]
+    return str(resolve_path(config["encoders"][wildcards.encoder]["files"][wildcards.task]))
 
 
 def base_embeddings(wildcards):

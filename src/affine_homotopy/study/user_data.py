@@ -85,6 +85,9 @@ def standard_rows(raw: pd.DataFrame, columns: Mapping[str, Any], source: Source)
     chosen: dict[str, str | None] = {}
     for role in SOURCE_COLUMNS:
         name = columns.get(role)
+        if name is False and role in ("text_pair", "id"):  # switched off: no such column, whatever the file has
+            chosen[role] = None
+            continue
         if name is None and role in ("text_pair", "id"):
             chosen[role] = role if role in found else None  # the default name, when the file has it
             continue
@@ -134,7 +137,7 @@ def standard_rows(raw: pd.DataFrame, columns: Mapping[str, Any], source: Source)
             raise DataError(
                 f"{source.what}: {source.where} has no id in column {chosen['id']!r} (config key "
                 f"'{task_key}.columns.id') at {_rows_text(source.fmt, absent.nonzero()[0])}. Fix: give every row an "
-                "id, or leave 'columns.id' out to number the rows.")
+                "id, or set 'columns.id: false' to number the rows instead.")
         frame["id"] = [_id_text(v) for v in ids]
     return frame[STANDARD]
 
@@ -161,7 +164,7 @@ def _labels(values: pd.Series, column: str, task_key: str, source: Source) -> li
         try:
             numbers: list[Any] = [float(v) for v in text]
         except ValueError:
-            return items  # class names
+            return text  # class names, without the spaces around them
     elif all(isinstance(v, bool) for v in items):
         return items
     elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
@@ -263,7 +266,7 @@ def labelled_splits(name: str, spec: Mapping[str, Any], train: pd.DataFrame, dev
             f"{what}: example ids repeat across its rows ({len(repeated)} id(s), e.g. "
             f"{', '.join(repr(i) for i in repeated[:5])}; column {column!r}, config key 'tasks.{name}.columns.id'). "
             "Ids tie an embeddings file's rows to the examples, so each must be unique (across both splits). Fix: "
-            "make them unique, or leave 'columns.id' out to number the rows.")
+            f"make them unique, or set 'tasks.{name}.columns.id: false' to number the rows instead.")
     index = {value: k for k, value in enumerate(classes)}
     out = {}
     for split, frame in (("train", train), ("dev", dev)):

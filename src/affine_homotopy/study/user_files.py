@@ -4,6 +4,7 @@ encoders check; :mod:`affine_homotopy.study.user_data` turns a table into a task
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -92,9 +93,11 @@ def read_table_file(path: Path, fmt: str, what: str, named: str) -> pd.DataFrame
 
     try:
         if fmt in ("csv", "tsv"):
-            # as text, so that labels and ids keep their spelling (007, 1e3) and "NA" or "null" stay texts
+            # as text, so that labels and ids keep their spelling (007, 1e3) and "NA" or "null" stay texts;
+            # TSV without quoting, as GLUE's files and most hand-made ones: a sentence may start with '"'
+            quoting = csv.QUOTE_MINIMAL if fmt == "csv" else csv.QUOTE_NONE
             return pd.read_csv(path, sep="," if fmt == "csv" else "\t", dtype=str, keep_default_na=False,
-                               na_values=[""], encoding="utf-8-sig")
+                               na_values=[""], encoding="utf-8-sig", quoting=quoting)
         if fmt == "jsonl":
             return pd.read_json(path, lines=True, dtype=False)
         return pd.read_parquet(path)
