@@ -10,7 +10,10 @@ The float32 rank rule, the workflow's, is checked to be what it was bit for bit.
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -251,3 +254,44 @@ def test_pairwise_reports_progress() -> None:
     ah.pairwise([X, Y, X[:, :3]], progress=lambda done, total, elapsed, left: calls.append((done, total, left)))
     assert calls and calls[-1][:2] == (6, 6) and all(total == 6 for _, total, _ in calls)
     assert [done for done, _, _ in calls] == sorted(done for done, _, _ in calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# values that underflow, the bound at the float floor, inputs numpy or torch cannot convert, stdout
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ah.distances(X * 1e200, Y * 1e-200, ["psi_norm"]),  # 2**-1329 times a value of order 1
+    lambda: ah.distances(X, Y * 1e-250, ["d_aff_msd"]),  # degree 2 in the target's scale
+    lambda: ah.d_aff(X * 1e200, Y * 1e-200).linear,  # the map's entries, not only the values
+], ids=["psi_norm", "d_aff_msd", "linear"])
+def test_a_value_below_float64s_range_is_a_named_error_not_a_zero(call) -> None:
+    with pytest.raises(NumericalError, match="float64's range"):
+        call()
+
+
+def test_d_psi_stays_within_its_bound_when_d_aff_is_at_the_float_floor() -> None:
+    constant_target = np.ones((N, 5))  # d_aff = 0 exactly, so the bound is 0
+    for target in (constant_target, X @ RNG.standard_normal((8, 5)) + 1.0):
+        result = ah.d_psi(X, target, PROBE)
+        assert 0.0 <= result.value <= result.bound, (result.value, result.bound)
+
+
+def test_inputs_numpy_or_torch_cannot_convert_are_named() -> None:
+    huge = np.array([[10**400] * 8] * N, dtype=object)
+    with pytest.raises(ValueError, match=r"^source holds Python integers beyond float64's range"):
+        ah.d_aff(huge, Y)
+    with pytest.raises(ValueError, match=r"^source is a tensor on device 'meta'"):
+        ah.d_aff(torch.empty((N, 8), device="meta"), Y)
+
+
+def test_the_library_writes_nothing_on_stdout() -> None:
+    # HiGHS writes its banner from C when the process builds its first solver object, before any option
+    # is set: so in a fresh interpreter
+    code = ("import numpy as np, affine_homotopy as ah; rng = np.random.default_rng(0); "
+            "X, Y = rng.standard_normal((40, 6)), rng.standard_normal((40, 4)); "
+            "ah.d_psi(X, Y, (rng.standard_normal((4, 2)), np.zeros(2))); ah.d_aff(X, Y)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "", result.stdout

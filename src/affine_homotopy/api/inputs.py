@@ -100,6 +100,9 @@ def _numpy_representation(name: str, array: Any) -> tuple[np.ndarray, torch.dtyp
     if kind == "O":  # numbers held as Python objects (e.g. a list mixing ints and floats of numpy types)
         try:
             array = array.astype(np.float64)
+        except OverflowError:
+            raise ValueError(f"{name} holds Python integers beyond float64's range (about 1.8e308); rescale them "
+                             "before passing them") from None
         except (TypeError, ValueError):
             raise ValueError(f"{name} holds Python objects (dtype object) that are not all real numbers; pass an "
                              "(N, D) array of floats") from None
@@ -131,6 +134,9 @@ def _numpy_representation(name: str, array: Any) -> tuple[np.ndarray, torch.dtyp
 def _tensor_representation(name: str, tensor: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
     if tensor.is_complex():
         raise ValueError(f"{name} has dtype {tensor.dtype}; expected real numbers, an (N, D) tensor of floats")
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name} is a tensor on device '{tensor.device}'; pass a CPU or CUDA tensor "
+                         "(tensor.cpu())")
     if tensor.is_sparse or tensor.layout != torch.strided:
         raise ValueError(f"{name} is a {tensor.layout} tensor; pass a dense one (tensor.to_dense())")
     _check_shape(name, tuple(tensor.shape))

@@ -101,9 +101,10 @@ class DAffResult:
         return np.asarray(linear, dtype=np.float64), np.asarray(bias, dtype=np.float64)
 
     def _in_units(self, part: str, values: np.ndarray, exponent: int) -> np.ndarray:
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", under="ignore"):
             out = np.ldexp(values, exponent)
-        if not np.isfinite(out).all():
+        lost = (values != 0) & (np.abs(out) < np.finfo(np.float64).tiny)  # underflow: a silent 0 otherwise
+        if not np.isfinite(out).all() or lost.any():
             raise NumericalError(f"the map's {part} has entries beyond float64's range (source and target scales "
                                  f"differ by about 2**{abs(exponent)}); use transform(), which applies the map "
                                  "without forming them")

@@ -185,9 +185,12 @@ def _distance(args: argparse.Namespace) -> None:
         if measure == "d_aff":
             _print_d_aff(args, result, source_name, target_name, x, y)
         else:
-            note = "symmetric: the same both ways" if entry["symmetric"] else "not symmetric"
+            symmetric = entry["symmetric"] or (measure == "d_iso" and x.shape[1] == y.shape[1])
+            note = "symmetric: the same both ways" if symmetric else "not symmetric"
+            kind = ("the spectral norm of the linear part of the map attaining d_aff" if measure == "psi_norm"
+                    else "a distance: 0 = the same up to the measure's maps")
             print(f"{measure}: {source_name} mapped onto {target_name} (source {args.source}, target {args.target})")
-            print(f"  {measure}  {entry['value']:.6g}  ({note}; a distance: 0 = the same up to the measure's maps)")
+            print(f"  {measure}  {entry['value']:.6g}  ({note}; {kind})")
             print(f"  N = {x.shape[0]}; source D = {x.shape[1]}, target D = {y.shape[1]}")
 
 

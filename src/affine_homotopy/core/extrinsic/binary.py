@@ -139,6 +139,25 @@ def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np
             high = middle
 
 
+
+def _quiet_highs(highspy):
+    """A HiGHS object, built with the process's stdout pointed at stderr: HiGHS writes its banner from C
+    at construction, before ``output_flag`` can be set, and a caller's stdout should carry only results."""
+    import os
+    import sys
+
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no file descriptor 1 (an embedded interpreter): nothing to protect
+        return highspy.Highs()
+    try:
+        os.dup2(2, 1)
+        return highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
 class ChebyshevLP:
     """The Chebyshev LP of one source on a growing set of half-spaces: one persistent HiGHS model.
 
@@ -155,7 +174,7 @@ class ChebyshevLP:
         self.design = design
         self.label = label
         n, columns = design.shape
-        solver = highspy.Highs()
+        solver = _quiet_highs(highspy)
         for option, value in (("output_flag", False), ("presolve", "off"), ("solver", "simplex"),
                               ("simplex_strategy", 1), ("threads", 1), ("random_seed", 0),
                               ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
