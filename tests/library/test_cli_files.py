@@ -290,3 +290,17 @@ def test_fuzzed_probe_files(case) -> None:
         else:
             line = one_error_line(status, out, err)
             assert "Traceback" not in err and ("probe" in line), line
+
+
+def test_one_file_twice_asks_for_names_and_works_with_them(folder: Path) -> None:
+    line = one_error_line(*run(folder, "pairwise", "a.npy", "a.npy", "--measure", "cka"))
+    assert "a.npy given more than once" in line and "--names" in line
+    status, out, _ = run(folder, "pairwise", "a.npy", "a.npy", "--measure", "cka", "--names", "first,second")
+    assert status == 0 and "first" in out and "second" in out
+
+
+def test_pairwise_warns_for_each_measure_that_misses_tol() -> None:
+    from affine_homotopy.errors import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match=r"^d_lin: 2 of 2"):
+        ah.pairwise([A, B + 3.0], ["d_lin"], max_iter=1)

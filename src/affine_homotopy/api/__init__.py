@@ -303,14 +303,16 @@ def pairwise(
     check_same_examples([(r.name, r.data) for r in reps])
     chosen = chosen.on(resolve_device(device, [r.data for r in reps]))
     run = run_intrinsic(reps, labels, picked, chosen, progress=report)
-    if set(D_AFF_FAMILY) & set(picked):
-        upper, lower = run.matrices["d_aff"], run.matrices["d_aff_lower"]
-        missed = ~np.asarray(run.result.converged, dtype=bool)
+    solved = (("d_aff", run.result.converged) if set(D_AFF_FAMILY) & set(picked) else None,
+              ("d_lin", run.result.lin_converged) if "d_lin" in picked else None)
+    for name, flags in filter(None, solved):  # a missed tol warns once per measure, naming the widest gap
+        upper, lower = run.matrices[name], run.matrices[f"{name}_lower"]
+        missed = ~np.asarray(flags, dtype=bool)
         np.fill_diagonal(missed, False)
         if missed.any():
             gaps = np.where(missed, upper - lower, 0.0)
             i, j = np.unravel_index(int(gaps.argmax()), gaps.shape)
-            warn_unconverged(f"d_aff: {int(missed.sum())} of {len(labels) * (len(labels) - 1)} ordered pairs; "
+            warn_unconverged(f"{name}: {int(missed.sum())} of {len(labels) * (len(labels) - 1)} ordered pairs; "
                              f"largest gap at {labels[i]} -> {labels[j]}", float(gaps[i, j]),
                              float(gaps[i, j] / upper[i, j]) if upper[i, j] > 0 else 0.0, chosen.tol, chosen.max_iter)
     return {m: PairwiseTable(m, tuple(labels), run.matrices[m].copy()) for m in picked}

@@ -134,7 +134,13 @@ def _names(specs: Sequence[str], given: str | None) -> list[str]:
             raise InputError(f"--names {given!r}: need {len(specs)} distinct comma-separated names, one per file")
         return names
     stems = [split_key(s)[0].stem + (f":{split_key(s)[1]}" if split_key(s)[1] else "") for s in specs]
-    return stems if len(set(stems)) == len(stems) else list(specs)
+    if len(set(stems)) == len(stems):
+        return stems
+    if len(set(specs)) < len(specs):
+        twice = sorted({s for s in specs if list(specs).count(s) > 1})
+        raise InputError(f"{', '.join(twice)} given more than once: a table's rows need distinct labels; pass "
+                         f"--names with {len(specs)} distinct comma-separated names, one per file")
+    return list(specs)
 
 
 def _print_json(payload: dict[str, Any]) -> None:
