@@ -320,7 +320,7 @@ def _working_set_target(design: torch.Tensor, target: torch.Tensor, residual: to
                   float(sub.upper[0]), float(best.lower[b]))
         if best.upper[b] - best.lower[b] <= tol * best.upper[b] + atol[b]:
             break
-        # warm start of the next round: this round's dual weights, new rows at weight 0
+        # warm start of the next round: the finished round's dual weights, new rows at weight 0
         dual = torch.zeros(n, dtype=dtype, device=design.device)
         dual[rows] = sub.weights_lower[0].to(dtype)
         outside = torch.ones(n, dtype=torch.bool, device=design.device)
