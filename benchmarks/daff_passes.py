@@ -1,0 +1,138 @@
+"""d_aff's cost in data passes: the working-set solver against the solver of another commit, on real pairs.
+
+Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.daff_passes [--sizes 2000 20000 67349] [--baseline REV]
+
+Data: SST-2's training sentences (``<glue-dir>/SST-2/train.tsv``, all 67,349, in file order; the first
+N rows at each size) embedded with mean pooling by all-MiniLM-L6-v2 (layers 3 and 6) and
+paraphrase-MiniLM-L3-v2 (``minilm_l3`` of config/real_models.yaml, layer 3), cached under /tmp
+(:mod:`benchmarks.common`). The four ordered pairs of the cost question: MiniLM-L3 -> MiniLM-L6 and
+back (last layers), and MiniLM-L6 layer 3 -> layer 6 and back. Each pair is factorised (the rank
+rule) and solved exactly as the engine does (affine design ``[Q, 1/sqrt(N)]``, target ``Q diag(s)``,
+float32 floor, tol 1e-3, jacobi, one torch thread).
+
+A **data pass** is the CPU time of one residual pass over all N rows in float64 (``[X, 1] B - Y``
+and its row norms, the unit a certificate cannot avoid: the upper bound is one such pass of the
+final map), measured in the same process at each N. A pair's cost in passes is its solver CPU time
+over that unit. Both solvers run one after the other on each pair (``--baseline``: the
+``core/minimax.py`` of that git revision, loaded beside the current one; its intervals are checked
+to overlap the current ones). The last lines are the goal table of the cost question
+(d_aff passes per pair at N = 67,349: at most 8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import REPO, add_glue_dir, load_text, say, sst2_training_set, sst2_training_set_l3
+
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
+import torch  # noqa: E402
+
+from affine_homotopy.core import minimax  # noqa: E402
+from affine_homotopy.core.linalg import factorise, float32_floor  # noqa: E402
+
+TOL = 1e-3
+MAX_ITER = 5000
+DEFAULT_BASELINE = "393ec4f"  # the solver the cost question measured (26-92 passes at N = 67,349)
+PAIRS = (("MiniLM-L3 L3", "MiniLM-L6 L6"), ("MiniLM-L6 L6", "MiniLM-L3 L3"),
+         ("MiniLM-L6 L3", "MiniLM-L6 L6"), ("MiniLM-L6 L6", "MiniLM-L6 L3"))
+GOAL_PASSES = 8
+
+
+def baseline_solver(revision: str):
+    """``affine_homotopy.core.minimax`` as it is at git ``revision``, imported beside the current module."""
+    source = subprocess.run(["git", "show", f"{revision}:src/affine_homotopy/core/minimax.py"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout
+    name = "affine_homotopy.core._minimax_baseline"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "affine_homotopy.core"  # its relative imports resolve against the current package
+    sys.modules[name] = module
+    exec(compile(source, f"{revision}:core/minimax.py", "exec"), module.__dict__)
+    return module
+
+
+def encoders(glue_dir: Path) -> dict[str, np.ndarray]:
+    l6 = sst2_training_set(glue_dir)[0]  # layers 1-6
+    l3 = sst2_training_set_l3(glue_dir)  # layers 1-3
+    return {"MiniLM-L6 L3": l6[2], "MiniLM-L6 L6": l6[5], "MiniLM-L3 L3": l3[2]}
+
+
+def problem(source: np.ndarray, target: np.ndarray, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    fx, fy = factorise(source[:n]), factorise(target[:n])
+    atol = torch.tensor([float32_floor(fy.row_norm_max)], dtype=torch.float64)
+    return fx.affine_design(), (fy.Q * fy.s)[None], atol
+
+
+def pass_seconds(design: torch.Tensor, target: torch.Tensor, repeats: int = 5) -> float:
+    """CPU seconds of one residual pass ``design @ B - target`` and its row norms (the median of ``repeats``)."""
+    coef = torch.randn(design.shape[1], target.shape[2], dtype=design.dtype)
+    times = []
+    for _ in range(repeats):
+        tick = time.process_time()
+        torch.linalg.vector_norm(target[0] - design @ coef, dim=1).max()
+        times.append(time.process_time() - tick)
+    return float(np.median(times))
+
+
+def solve(module, design, target, atol) -> tuple[minimax.MinimaxResult, float]:
+    tick = time.process_time()
+    result = module.minimax_fit(design, target, atol, TOL, MAX_ITER, orthonormal=True, working_set=True)
+    return result, time.process_time() - tick
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_glue_dir(parser, "SST-2/train.tsv")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 67349])
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision of the solver to compare with")
+    parser.add_argument("--pairs", type=int, default=len(PAIRS), help="the first this many pairs")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    reps = encoders(args.glue_dir)
+    baseline = baseline_solver(args.baseline)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
+    say(f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), 1 torch thread, torch {torch.__version__}, "
+        f"{load_text()}; current solver: working tree at {head.strip()}, baseline: {args.baseline}")
+    say("data: SST-2 train (first N rows), mean-pooled; D = 384, p = rank + 1; tol 1e-3, float64, jacobi")
+    say(f"{'N':>6}  {'pair':<29} {'pass s':>7} | {'baseline: CPU s':>15} {'fits':>5} {'passes':>6} | "
+        f"{'current: CPU s':>14} {'fits':>5} {'rounds':>6} {'passes':>6} | {'ratio':>5} {'gap':>8} overlap")
+    table: dict[int, list[tuple[float, float]]] = {}
+    for n in args.sizes:
+        for source, target in PAIRS[: args.pairs]:
+            design, y, atol = problem(reps[source], reps[target], n)
+            unit = pass_seconds(design, y)
+            old, old_seconds = solve(baseline, design, y, atol)
+            new, new_seconds = solve(minimax, design, y, atol)
+            overlap = (max(float(old.lower[0]), float(new.lower[0]))
+                       <= min(float(old.upper[0]), float(new.upper[0])) * (1 + 1e-12))
+            gap = float((new.upper - new.lower)[0] / new.upper[0])
+            rounds = int(new.rounds[0]) if new.rounds is not None else 0
+            table.setdefault(n, []).append((old_seconds / unit, new_seconds / unit))
+            say(f"{n:6d}  {source + ' -> ' + target:<29} {unit:7.3f} | {old_seconds:15.2f} "
+                f"{int(old.iterations[0]):5d} {old_seconds / unit:6.1f} | {new_seconds:14.2f} "
+                f"{int(new.iterations[0]):5d} {rounds:6d} {new_seconds / unit:6.1f} | "
+                f"{old_seconds / new_seconds:5.1f} {gap:8.1e} {overlap}")
+    say(load_text())
+    say("\ngoal table (d_aff passes per pair; baseline -> current):")
+    say(f"| N | pairs | baseline passes | current passes | goal |")
+    say("|---|---|---|---|---|")
+    for n, rows in table.items():
+        old = [r[0] for r in rows]
+        new = [r[1] for r in rows]
+        goal = f"<= {GOAL_PASSES}" if n == max(table) else ""
+        met = "" if not goal else (" (met)" if max(new) <= GOAL_PASSES else " (missed)")
+        say(f"| {n} | {len(rows)} | {min(old):.0f}-{max(old):.0f} | {min(new):.1f}-{max(new):.1f} | {goal}{met} |")
+
+
+if __name__ == "__main__":
+    main()
