@@ -3,8 +3,9 @@
     python -m benchmarks.compare_runs results/demo /elsewhere/results/demo
 
 Every file under the two folders is compared, except what records *how* a run went rather than
-what it computed: ``logs/`` (job logs, their environment records and benchmark files),
-``provenance.json`` (versions, revisions, timings) and the figures' PDF metadata (a creation date).
+what it computed: ``logs/`` (job logs and their environment records), ``benchmarks/`` (benchmark
+files and cost records), ``provenance.json`` (versions, revisions, timings) and the figures' PDF
+metadata (a creation date).
 CSV, JSON, Parquet, NumPy and all other files must match byte for byte; a ``.npz`` whose bytes differ
 is also compared array by array (its zip headers may carry a time stamp), and a PDF with its
 ``/CreationDate`` and ``/ModDate`` removed.
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-EXCLUDED_DIRS = ("logs",)
+EXCLUDED_DIRS = ("logs", "benchmarks")
 EXCLUDED_FILES = ("provenance.json",)
 PDF_DATES = re.compile(rb"/(CreationDate|ModDate) \(D:[^)]*\)")
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if not folder.is_dir():
             parser.error(f"{folder} is not a folder of results; run the workflow first (snakemake --cores 2)")
     identical, differ, problems = compare(args.before, args.after)
-    print(f"before: {args.before}\nafter:  {args.after}\n(excluded: {', '.join(EXCLUDED_DIRS)}/, "
+    print(f"before: {args.before}\nafter:  {args.after}\n(excluded: {', '.join(d + '/' for d in EXCLUDED_DIRS)}, "
           f"{', '.join(EXCLUDED_FILES)}; PDF creation dates)")
     print(f"{'kind':<10}{'identical':>10}{'differ':>8}")
     for kind in sorted(set(identical) | set(differ)):

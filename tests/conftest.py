@@ -1,18 +1,28 @@
-"""Shared fixtures (tiny randomly initialised BERT models, no download; an empty Hugging Face home) and the
-suite's rules. The plain helpers the test modules share are in tests/helpers.py."""
+"""Shared fixtures (tiny randomly initialised BERT models, no download; the tiny study run once; an empty
+Hugging Face home) and the suite's rules. The plain helpers the test modules share are in tests/helpers.py."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.helpers import GLUE_FOLDERS, SCHEMA, shared_glue_missing, write_tiny_bert
+from tests.helpers import (
+    EARLY, GLUE_FOLDERS, NO_SLURM_CONTROLLER, OTHER_HUB_VARIABLES, REPO, SCHEMA, shared_glue_missing, snakemake,
+    started_early, tiny_config, write_config, write_tiny_bert,
+)
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch + numpy on small machines
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the network
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# no test but the cluster test talks to a SLURM controller (tests/workflow/slurm/no_controller.conf says
+# why: up to 10 s per Snakemake start otherwise); the cluster test hands its commands helpers.cluster_env()
+os.environ.setdefault("SLURM_CONF", str(NO_SLURM_CONTROLLER))
 
 # Property-based tests (hypothesis): "default" keeps the fast loop fast (a few derandomised examples
 # per test, the same every run); HYPOTHESIS_PROFILE=slow runs >= 200 fresh examples per test. No
@@ -41,6 +51,79 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@started_early
+def tiny_run(request: pytest.FixtureRequest, environ: Mapping[str, str]) -> Callable[[], tuple[Path, dict[str, Any]]]:
+    """The tiny study (helpers.tiny_config) run once to the end: (its results folder, its config), shared
+    by every test that reads its outputs, compares another run with them or copies its folder. Tests
+    never write into it (a test that changes a file works on a copy)."""
+    workdir = request.getfixturevalue("tmp_path_factory").mktemp("tiny_run")
+    config = tiny_config(request.getfixturevalue("tiny_models"))
+    configfile = write_config(workdir / "tiny.yaml", config)
+
+    def work() -> tuple[Path, dict[str, Any]]:
+        snakemake("--cores", "2", "--configfile", str(configfile), workdir=workdir, environ=environ)
+        return workdir / "results" / "tiny", config
+
+    return work
+
+
+class EarlyWork:
+    """The works of EARLY that the selected tests need, run one after another in a background thread in
+    the order the tests first need them; result(name) waits for one."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-work")
+        self.futures: dict[str, Future[Any]] = {}
+
+    def start(self, request: pytest.FixtureRequest, names: list[str]) -> None:
+        environ = dict(os.environ)  # before any test's monkeypatch
+        for name in names:
+            try:
+                work = EARLY[name](request, environ)
+            except Exception as error:  # raised again for the tests that need this work, not for every test
+                self.futures[name] = Future()
+                self.futures[name].set_exception(error)
+            else:
+                self.futures[name] = self.pool.submit(work)
+
+    def result(self, name: str, request: pytest.FixtureRequest) -> Any:
+        if name not in self.futures:  # requested by getfixturevalue, outside the tests' fixture closures
+            self.start(request, [name])
+        return self.futures[name].result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early_work(request: pytest.FixtureRequest):
+    """Starts, before the first test, the works of EARLY (helpers.started_early) that the selected tests
+    need, in a background thread: a study runs on the second core while the tests before the first one
+    that needs it run on the first (a plain `pytest`, no plugin)."""
+    needed = list(dict.fromkeys(name for item in request.session.items for name in item.fixturenames if name in EARLY))
+    works = EarlyWork()
+    works.start(request, needed)
+    yield works
+    works.close()
+
+
+@pytest.fixture(scope="session")
+def dry_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
+    """``dry_run(*args)``: the output of ``snakemake -n *args`` in a working directory laid out like a clone
+    (config/ beside it), run once per session however many tests read it (the paper's plan takes a
+    Snakemake start and some 600 jobs' DAG each time)."""
+    workdir = tmp_path_factory.mktemp("dry_runs")
+    shutil.copytree(REPO / "config", workdir / "config")
+    outputs: dict[tuple[str, ...], str] = {}
+
+    def plan(*args: str) -> str:
+        if args not in outputs:
+            outputs[args] = snakemake("-n", *args, workdir=workdir).stdout
+        return outputs[args]
+
+    return plan
+
+
 @pytest.fixture(scope="session")
 def schema_path() -> Path:
     return SCHEMA
@@ -51,7 +134,7 @@ def hf_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty HF_HOME for this test, the hub switched off."""
     home = tmp_path / "hf_home"
     monkeypatch.setenv("HF_HOME", str(home))
-    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_OFFLINE"):
+    for name in OTHER_HUB_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

@@ -12,6 +12,7 @@ import re
 import string
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +144,30 @@ def shared_glue_missing() -> bool:
     return not all((SHARED_GLUE / folder).is_dir() for folder in GLUE_FOLDERS)
 
 # ---------------------------------------------------------------------------------------------
+# Work started early: a session fixture whose work (a study, a fresh virtual environment) starts in a
+# background thread when the session starts, if a selected test needs it (tests/conftest.py: early_work).
+
+
+# fixture name -> its preparation: prepare(request, environ) makes the work's folders and inputs in the main
+# thread (it may request session fixtures) and returns the work, a function of no arguments whose result
+# is the fixture's value; the work starts processes with ``environ``, the session's environment at its start
+EARLY: dict[str, Callable[[Any, Mapping[str, str]], Callable[[], Any]]] = {}
+
+
+def started_early(prepare: Callable[[Any, Mapping[str, str]], Callable[[], Any]]) -> Any:
+    """A session fixture named after ``prepare``, whose work starts early (EARLY) and whose value is the
+    work's result (the test that needs it first waits for it, as it would for a fixture built then)."""
+    import pytest
+
+    EARLY[prepare.__name__] = prepare
+
+    def waits_for_the_work(early_work, request):
+        return early_work.result(prepare.__name__, request)
+
+    waits_for_the_work.__doc__ = prepare.__doc__
+    return pytest.fixture(scope="session", name=prepare.__name__)(waits_for_the_work)
+
+# ---------------------------------------------------------------------------------------------
 # Snakemake: runs, plans, configs
 
 
@@ -152,13 +177,39 @@ SNAKEMAKE_TIMEOUT = 1200  # seconds for one Snakemake call: a hung job fails the
 # or a deployment; tests that run elsewhere name it.
 DEMO = REPO / "config" / "config.yaml"
 PAPER = REPO / "config" / "paper.yaml"
+SLURM_PROFILE = REPO / "workflow" / "profiles" / "slurm"
+
+
+def paper_plan(device: str = "auto", slurm: bool = False) -> tuple[str, ...]:
+    """The arguments of the paper's dry run (for the dry_run fixture) at ``device`` (the paper's config leaves
+    it at auto), on 4 cores or through the SLURM profile: the tests that read the paper's plan share these."""
+    where = ("--workflow-profile", str(SLURM_PROFILE)) if slurm else ("--cores", "4")
+    return (*where, "--configfile", str(PAPER), "--config", f"device={device}")
+
+
+# SLURM_CONF of the suite (tests/conftest.py): every SLURM command fails at once, none waits for a controller
+NO_SLURM_CONTROLLER = REPO / "tests" / "workflow" / "slurm" / "no_controller.conf"
+
+
+def cluster_env() -> dict[str, str]:
+    """os.environ for the cluster test's SLURM commands and daemons: the machine's own SLURM config
+    (SLURM_CONF as the caller of pytest set it, else SLURM's default), not the suite's NO_SLURM_CONTROLLER."""
+    env = dict(os.environ)
+    if env.get("SLURM_CONF") == str(NO_SLURM_CONTROLLER):
+        del env["SLURM_CONF"]
+    return env
 
 
 def snakemake(*args: str, workdir: Path, check: bool = True, timeout: float = SNAKEMAKE_TIMEOUT,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", **(env or {}))
+              env: dict[str, str] | None = None, environ: Mapping[str, str] | None = None,
+              ) -> subprocess.CompletedProcess[str]:
+    """Snakemake on the workflow in ``workdir``, with the environment ``environ`` (os.environ at the call
+    unless given: work started early passes the session's, which a test's monkeypatch does not touch;
+    the cluster test passes cluster_env()) and ``env`` on top."""
+    env = dict(os.environ if environ is None else environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1",
+               HF_DATASETS_OFFLINE="1", **(env or {}))
     result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True, env=env,
-                            timeout=timeout)
+                            cwd=workdir, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
@@ -190,8 +241,12 @@ def tiny_config(tiny_models: dict[str, Path], **overrides: Any) -> dict[str, Any
         "layers": [1, 2],
         "embedding": {"batch_size": 32},
         "probe": {"l2_grid": [0.01, 0.1], "max_iter": 200},
-        # every extrinsic measure (d_worst_search is opt-in), so that the end-to-end run checks them all
-        "extrinsic": {"max_iter": 100, "measures": ["d_psi", "d_worst", "d_worst_search"]},
+        # every extrinsic measure (d_worst_search is opt-in), so that the end-to-end run checks them all;
+        # d_worst over 3 random-label probes per encoder besides the task probe, and a search of 2 aimed
+        # classifiers and 2 ascent steps per pair: the defaults (100 probes, 16 and 10) make the extrinsic
+        # and probe jobs the tiny study's dearest, and no check needs more than a few of each
+        "extrinsic": {"max_iter": 100, "measures": ["d_psi", "d_worst", "d_worst_search"], "n_random_classifiers": 3,
+                      "worst_search": {"candidates": 2, "steps": 2}},
     }
     config.update(overrides)
     return config
@@ -218,6 +273,18 @@ def planned_jobs(output: str) -> list[dict[str, object]]:
 
 # ---------------------------------------------------------------------------------------------
 # Hugging Face caches laid out as huggingface_hub does, and a study staged from them
+
+
+# variables that would send huggingface_hub to another cache than HF_HOME's, or transformers online
+OTHER_HUB_VARIABLES = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_OFFLINE")
+
+
+def with_hf_home(environ: Mapping[str, str], home: Path) -> dict[str, str]:
+    """``environ`` with ``home`` as HF_HOME and the hub off: what the hf_home fixture sets, for work that
+    starts processes outside a test (started_early)."""
+    changed = {k: v for k, v in environ.items() if k not in OTHER_HUB_VARIABLES}
+    changed.update(HF_HOME=str(home), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    return changed
 
 
 COMMIT_A = hashlib.sha1(b"tiny model a").hexdigest()

@@ -20,7 +20,9 @@ import torch
 from affine_homotopy.jobs import devices
 from affine_homotopy.errors import ConfigError
 
-from tests.helpers import GPU_CAPABLE, PAPER, REPO, planned_jobs, snakemake, tiny_config, write_config
+from tests.helpers import (
+    GPU_CAPABLE, SLURM_PROFILE, paper_plan, planned_jobs, snakemake, tiny_config, write_config,
+)
 
 
 @pytest.fixture
@@ -179,14 +181,11 @@ def plugin_submission(job: dict[str, object], partitions) -> tuple[str, str]:
 @pytest.mark.workflow
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["auto", "cpu"])
-def test_the_slurm_profile_sends_only_gpu_jobs_to_the_gpu_partition(tmp_path: Path, device: str) -> None:
+def test_the_slurm_profile_sends_only_gpu_jobs_to_the_gpu_partition(dry_run, device: str) -> None:
     from snakemake_executor_plugin_slurm.partitions import read_partition_file
 
-    profile = REPO / "workflow" / "profiles" / "slurm"
-    partitions = read_partition_file(profile / "partitions.yaml")
-    plan = snakemake("-n", "--workflow-profile", str(profile), "--configfile", str(PAPER),
-                     "--config", f"device={device}", workdir=tmp_path).stdout
-    jobs = planned_jobs(plan)
+    partitions = read_partition_file(SLURM_PROFILE / "partitions.yaml")
+    jobs = planned_jobs(dry_run(*paper_plan(device, slurm=True)))
     assert len(jobs) > 500
     for job in jobs:
         partition, sbatch = plugin_submission(job, partitions)

@@ -15,7 +15,9 @@ import sys
 import time
 import tomllib
 import venv
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,7 +32,7 @@ from affine_homotopy.errors import ConfigError
 from affine_homotopy.core.intrinsic import MEASURES
 from affine_homotopy.study.tasks import GLUE_TASKS
 
-from tests.helpers import REPO, SCHEMA
+from tests.helpers import REPO, SCHEMA, started_early
 
 # A numpy of another minor version than constraints.txt's, inside pyproject.toml's range (and another
 # major: the range starts at 1.26, and a research stack may well hold it)
@@ -60,29 +62,47 @@ def module_names() -> list[str]:
 # the fresh virtual environment
 
 
-@pytest.mark.install
-@pytest.mark.timeout(3000)  # two pip installs from PyPI (1500 s + 900 s at most), then the example
-def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: Path) -> None:
+@started_early
+def core_install(request: pytest.FixtureRequest, environ) -> Callable[[], dict[str, Any]]:
+    """A fresh virtual environment with numpy OTHER_NUMPY, the lock's torch and then the core library, from
+    the project as pip would get it (pyproject, README and the package; no build leftovers in the tree):
+    its folder, the lock's pins and the seconds the two pip installs took."""
+    tmp_path = request.getfixturevalue("tmp_path_factory").mktemp("core_install")
     pins = {Requirement(line).name: str(Requirement(line).specifier)[2:] for line in
             (REPO / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    numpy_range = next(Requirement(r) for r in project["dependencies"] if r.startswith("numpy"))
-    assert Version(OTHER_NUMPY).release[:2] != Version(pins["numpy"]).release[:2]
-    assert numpy_range.specifier.contains(OTHER_NUMPY)
-    # the project as pip would get it: pyproject, README and the package (no build leftovers in the tree)
     source = tmp_path / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
     shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     env = tmp_path / "venv"
-    venv.create(env, with_pip=True)
-    python, pip = env / "bin" / "python", [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
-    started = time.monotonic()
-    # torch first, pinned: the CPU wheel; then `pip install .` finds it (and this numpy) in range and keeps them
-    subprocess.run([*pip, f"numpy=={OTHER_NUMPY}", f"torch=={pins['torch']}"], check=True, timeout=1500)
-    subprocess.run([*pip, str(source)], check=True, timeout=900)
-    installed = time.monotonic() - started
+
+    def pip_install(*requirements: str, timeout: float) -> None:
+        result = subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", *requirements],
+                                capture_output=True, text=True, env=dict(environ), timeout=timeout)
+        assert result.returncode == 0, f"pip install {' '.join(requirements)} failed:\n{result.stderr[-3000:]}"
+
+    def work() -> dict[str, Any]:
+        venv.create(env, with_pip=True)
+        started = time.monotonic()
+        # torch first, pinned: the CPU wheel; then `pip install .` finds it (and this numpy) in range and keeps them
+        pip_install(f"numpy=={OTHER_NUMPY}", f"torch=={pins['torch']}", timeout=1500)
+        pip_install(str(source), timeout=900)
+        return {"folder": tmp_path, "venv": env, "pins": pins, "seconds": time.monotonic() - started}
+
+    return work
+
+
+@pytest.mark.install
+@pytest.mark.timeout(3000)  # two pip installs from PyPI (1500 s + 900 s at most), then the example
+def test_the_core_library_installs_alone_and_runs_the_readme_example(core_install) -> None:
+    tmp_path, env, pins = core_install["folder"], core_install["venv"], core_install["pins"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    numpy_range = next(Requirement(r) for r in project["dependencies"] if r.startswith("numpy"))
+    assert Version(OTHER_NUMPY).release[:2] != Version(pins["numpy"]).release[:2]
+    assert numpy_range.specifier.contains(OTHER_NUMPY)
+    python = env / "bin" / "python"
+    installed = core_install["seconds"]
     versions = subprocess.run([str(python), "-c", "import numpy, torch; print(numpy.__version__, torch.__version__)"],
                               check=True, capture_output=True, text=True, timeout=300).stdout.split()
     assert versions[0] == OTHER_NUMPY and versions[1].startswith(pins["torch"])
@@ -110,20 +130,32 @@ def test_the_core_library_installs_alone_and_runs_the_readme_example(tmp_path: P
 # modules, names, layout
 
 
-@pytest.mark.slow  # one fresh interpreter per module: about a minute
-def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
+@started_early
+def module_imports(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[list[str], dict[str, list[str]]]]:
+    """Every module of the package imported alone, each in a fresh interpreter (one after another: about a
+    minute): (the modules, {module: the last line of its error} for those that fail)."""
     modules = module_names()
+
+    def work() -> tuple[list[str], dict[str, list[str]]]:
+        failures = {}
+        for module in modules:
+            if module == "__main__":  # runs the command: checked by starting it
+                args = ["-m", "affine_homotopy", "--help"]
+            else:
+                args = ["-c", f"import affine_homotopy.{module}"]
+            result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
+                                    env=dict(environ, OMP_WAIT_POLICY="PASSIVE"), cwd=REPO)
+            if result.returncode != 0:
+                failures[module] = result.stderr.strip().splitlines()[-1:]
+        return modules, failures
+
+    return work
+
+
+@pytest.mark.slow  # waits for module_imports
+def test_every_module_imports_alone_in_a_fresh_interpreter(module_imports) -> None:
+    modules, failures = module_imports
     assert {"api", "cli", "errors", "core.intrinsic", "core.linalg", "models.synthetic_vocabulary"} <= set(modules)
-    failures = {}
-    for module in modules:
-        if module == "__main__":  # runs the command: checked by starting it
-            args = ["-m", "affine_homotopy", "--help"]
-        else:
-            args = ["-c", f"import affine_homotopy.{module}"]
-        result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
-                                env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
-        if result.returncode != 0:
-            failures[module] = result.stderr.strip().splitlines()[-1:]
     assert not failures, failures
 
 

@@ -16,7 +16,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,7 +33,7 @@ from affine_homotopy.models.staging import MARKER, stage_model, stage_task
 
 from tests.helpers import (
     COMMIT_A, COMMIT_B, COMMIT_GLUE, MB0, MB1, cached_study_config, glue_tables, job_counts, model_files,
-    put_glue_in_cache, put_in_hub_cache, snakemake, write_config,
+    put_glue_in_cache, put_in_hub_cache, snakemake, started_early, with_hf_home, write_config,
 )
 
 
@@ -263,22 +265,45 @@ def test_provenance_names_each_route(tmp_path: Path, hf_home: Path, tiny_models)
 # the workflow: the issue's reproduction, then the tiny study, from the cache
 
 
-@pytest.mark.workflow
-@pytest.mark.timeout(1800)
-def test_tiny_study_runs_offline_from_the_cache(tmp_path: Path, hf_home: Path, tiny_models) -> None:
+@started_early
+def cached_study_run(request: pytest.FixtureRequest, environ) -> Callable[[], dict[str, Any]]:
+    """The issue's reproduction (HF_HUB_OFFLINE=1, a pre-filled cache, one model staged), then the tiny
+    study from the cache, then the same model loaded by path (a second run on the same staged data; two
+    identical encoders in one study are a separate matter): the folder, the GLUE tables cached."""
+    tmp_path = request.getfixturevalue("tmp_path_factory").mktemp("cached_study")
+    tiny_models = request.getfixturevalue("tiny_models")
+    hf_home = tmp_path / "hf_home"  # an HF_HOME of its own, the hub off (as the hf_home fixture)
+    environ = with_hf_home(environ, hf_home)
     cache = hf_home / "hub"
     put_in_hub_cache(cache, MB0, model_files(tiny_models["tiny_a"]), COMMIT_A)
     put_in_hub_cache(cache, MB1, model_files(tiny_models["tiny_b"]), COMMIT_B, refs=())
     tables = glue_tables(3)
     put_glue_in_cache(cache, tables)
     config = write_config(tmp_path / "c.yaml", cached_study_config(tiny_models))
+    by_path = cached_study_config(tiny_models, run_name="by_path")
+    by_path["encoders"] = {"mb0_path": {"source": "path", "path": str(tiny_models["tiny_a"])}, "mb1": by_path["encoders"]["mb1"]}
+    by_path_file = write_config(tmp_path / "p.yaml", by_path)
 
-    # the issue's reproduction: HF_HUB_OFFLINE=1, a pre-filled cache, one model staged
-    snakemake("--cores", "1", "resources/models/mb0/STAGED.json", "--configfile", str(config), workdir=tmp_path)
-    staged = json.loads((tmp_path / "resources" / "models" / "mb0" / MARKER).read_text())
+    def work() -> dict[str, Any]:
+        snakemake("--cores", "1", "resources/models/mb0/STAGED.json", "--configfile", str(config), workdir=tmp_path,
+                  environ=environ)
+        staged_first = json.loads((tmp_path / "resources" / "models" / "mb0" / MARKER).read_text())
+        snakemake("--cores", "2", "--configfile", str(config), workdir=tmp_path, environ=environ)
+        targets = [f"results/by_path/embeddings/mb0_path/rte/{split}.npy" for split in ("train", "dev")]
+        snakemake("--cores", "2", *targets, "--configfile", str(by_path_file), workdir=tmp_path, environ=environ)
+        return {"folder": tmp_path, "tables": tables, "staged_first": staged_first}
+
+    return work
+
+
+@pytest.mark.workflow
+@pytest.mark.timeout(1800)
+def test_tiny_study_runs_offline_from_the_cache(cached_study_run) -> None:
+    tmp_path, tables = cached_study_run["folder"], cached_study_run["tables"]
+    # the issue's reproduction: mb0 staged alone, from the cache
+    staged = cached_study_run["staged_first"]
     assert (staged["staged_from"], staged["commit"]) == ("cache", COMMIT_A)
 
-    snakemake("--cores", "2", "--configfile", str(config), workdir=tmp_path)
     results = tmp_path / "results" / "cached"
     assert (results / "tables" / "correlation.csv").is_file() and (results / "extrinsic" / "summary.csv").is_file()
     data = pd.read_parquet(results / "data" / "rte" / "dev.parquet")
@@ -293,12 +318,7 @@ def test_tiny_study_runs_offline_from_the_cache(tmp_path: Path, hf_home: Path, t
     assert provenance["datasets"]["rte"]["staging"]["staged_from"] == "cache"
     assert "staging" not in provenance["models"]["mb0_svd50"]
 
-    # the same model loaded by path (a second run on the same staged data; two identical encoders
-    # in one study are a separate matter), embedding by embedding
-    by_path = cached_study_config(tiny_models, run_name="by_path")
-    by_path["encoders"] = {"mb0_path": {"source": "path", "path": str(tiny_models["tiny_a"])}, "mb1": by_path["encoders"]["mb1"]}
-    targets = [f"results/by_path/embeddings/mb0_path/rte/{split}.npy" for split in ("train", "dev")]
-    snakemake("--cores", "2", *targets, "--configfile", str(write_config(tmp_path / "p.yaml", by_path)), workdir=tmp_path)
+    # the same model loaded by path, embedding by embedding
     for split, n in (("train", 40), ("dev", 16)):
         from_cache = np.load(results / "embeddings" / "mb0" / "rte" / f"{split}.npy")
         assert from_cache.shape == (1, n, 32)

@@ -64,18 +64,23 @@ def test_staged_model_is_read_offline_with_its_commit(tmp_path: Path, tiny_model
     assert encoder.revision == "abc123" and encoder.depth == 2
 
 
-def test_interrupted_run_resumes_to_the_same_results(tmp_path: Path, tiny_models) -> None:
-    config = tiny_config(tiny_models)
-    config["tasks"] = {"sent": config["tasks"]["sent"]}
-    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
-    for folder in (reference, interrupted):
-        folder.mkdir()
-        write_config(folder / "c.yaml", config)
-    snakemake("--cores", "2", "--configfile", str(reference / "c.yaml"), workdir=reference)
+def test_interrupted_run_resumes_to_the_same_results(tmp_path: Path, tiny_run) -> None:
+    """The tiny study killed in its first intrinsic job, then resumed: its results equal the shared clean
+    run's (tiny_run, the same config). The target is a few jobs on either side of the kill (one task's
+    data and embeddings, its intrinsic jobs at both layers, its probes and one extrinsic job), not the
+    whole study: the jobs the kill does not touch run as in any run."""
+    results, config = tiny_run
+    reference, interrupted = results.parent.parent, tmp_path / "interrupted"
+    interrupted.mkdir()
+    write_config(interrupted / "c.yaml", config)
+    layers = config["layers"]
+    targets = [*(f"results/tiny/intrinsic/sent/layer{layer}/d_aff.csv" for layer in layers),
+               f"results/tiny/extrinsic/sent/layer{layers[-1]}/d_psi.csv"]
 
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", HF_HUB_OFFLINE="1")
+    # the targets before --configfile, which would take them as more config files
     process = subprocess.Popen(
-        [*SNAKEMAKE, "--directory", str(interrupted), "--cores", "2", "--configfile", str(interrupted / "c.yaml")],
+        [*SNAKEMAKE, "--directory", str(interrupted), *targets, "--cores", "2", "--configfile", str(interrupted / "c.yaml")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
     )
     logs = interrupted / "results" / "tiny" / "logs" / "intrinsic"
@@ -88,12 +93,13 @@ def test_interrupted_run_resumes_to_the_same_results(tmp_path: Path, tiny_models
 
     # a killed Snakemake leaves its lock behind: release it, then resume
     snakemake("--unlock", "--configfile", str(interrupted / "c.yaml"), workdir=interrupted)
-    result = snakemake("--cores", "2", "--configfile", str(interrupted / "c.yaml"), "--rerun-incomplete",
+    result = snakemake(*targets, "--cores", "2", "--configfile", str(interrupted / "c.yaml"), "--rerun-incomplete",
                        workdir=interrupted)
     assert result.returncode == 0
-    for path in sorted((reference / "results").rglob("*.csv")):
-        relative = path.relative_to(reference)
-        ours, theirs = pd.read_csv(path), pd.read_csv(interrupted / relative)
+    resumed = sorted(p.relative_to(interrupted) for p in (interrupted / "results").rglob("*.csv"))
+    assert {Path(t) for t in targets} <= set(resumed)
+    for relative in resumed:
+        ours, theirs = pd.read_csv(reference / relative), pd.read_csv(interrupted / relative)
         numeric = ours.select_dtypes("number").columns
         np.testing.assert_allclose(ours[numeric].to_numpy(float), theirs[numeric].to_numpy(float),
                                    rtol=relative_tolerance(relative), atol=1e-9, err_msg=str(relative))

@@ -11,23 +11,20 @@ import re
 import pytest
 import yaml
 
-from tests.helpers import DEMO, GPU_CAPABLE, REPO, planned_jobs, rule_blocks, snakemake
+from tests.helpers import DEMO, GPU_CAPABLE, REPO, paper_plan, planned_jobs, rule_blocks
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(900)]
 PAIRWISE = {"intrinsic", "rank_deficiency"}  # the d_aff solver: multi-threaded products
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, object]]]:
-    workdir = tmp_path_factory.mktemp("plans")
-    paper = str(REPO / "config" / "paper.yaml")
+def plans(dry_run) -> dict[str, list[dict[str, object]]]:
     runs = {
-        "demo_cpu": ("--configfile", str(DEMO), "--config", "device=cpu"),
-        "paper_cpu": ("--configfile", paper, "--config", "device=cpu"),
-        "paper_auto": ("--configfile", paper, "--config", "device=auto"),
+        "demo_cpu": ("--cores", "4", "--configfile", str(DEMO), "--config", "device=cpu"),
+        "paper_cpu": paper_plan("cpu"),
+        "paper_auto": paper_plan("auto"),
     }
-    return {name: planned_jobs(snakemake("-n", "--cores", "4", *args, workdir=workdir).stdout)
-            for name, args in runs.items()}
+    return {name: planned_jobs(dry_run(*args)) for name, args in runs.items()}
 
 
 def test_every_planned_job_requests_memory_and_time(plans) -> None:

@@ -1,4 +1,6 @@
-"""The tiny study through workflow/profiles/slurm on a real single-node SLURM: same results as a local run.
+"""The tiny study through workflow/profiles/slurm on a real single-node SLURM: same results as a local run
+(the shared tiny run, tests/conftest.py), on a target of about fifteen jobs of every compute stage up to
+the extrinsic one.
 
 The cluster is started by tests/workflow/slurm/cluster.sh (Debian's munge + slurm, installed if missing) and
 stopped again by PID. Where SLURM cannot be started (not root, no package manager) the test skips
@@ -19,10 +21,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.helpers import REPO, snakemake, tiny_config, write_config
+from tests.helpers import GPU_CAPABLE, REPO, cluster_env, snakemake, write_config
 from tests.tolerances import relative_tolerance
 
-pytestmark = [pytest.mark.workflow, pytest.mark.timeout(2400)]  # cluster start-up, two tiny runs
+pytestmark = [pytest.mark.workflow, pytest.mark.timeout(2400)]  # cluster start-up, the tiny run, the cluster run
 CLUSTER = REPO / "tests" / "workflow" / "slurm" / "cluster.sh"
 
 
@@ -33,7 +35,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
     if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
         pytest.skip("SLURM is not installed and there is no apt-get to install it")
     state = tmp_path_factory.mktemp("slurm_state")
-    env = dict(os.environ, SLURM_TEST_STATE=str(state))
+    env = dict(cluster_env(), SLURM_TEST_STATE=str(state))
     started = subprocess.run(["bash", str(CLUSTER), "up"], env=env, capture_output=True, text=True, timeout=600)
     if started.returncode != 0:
         pytest.skip(f"could not start a single-node SLURM: {started.stderr[-800:]}")
@@ -41,44 +43,44 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
     subprocess.run(["bash", str(CLUSTER), "down"], env=env, capture_output=True, text=True, timeout=120)
 
 
-def small_config(tiny_models):
-    config = tiny_config(tiny_models)
-    config["tasks"] = {"sent": config["tasks"]["sent"]}
-    config["encoders"].pop("tiny_b_affine")
-    config["device"] = "cpu"
-    return config
+def cluster_targets(config) -> list[str]:
+    """One task's extrinsic job at the last layer and its probe table: its data, embed, derive,
+    intrinsic and probe jobs run first, every rule that computes (the figures and Table 1, plain
+    Python on the results, are left out)."""
+    task, layer = next(iter(config["tasks"])), config["layers"][-1]
+    return [f"results/tiny/extrinsic/{task}/layer{layer}/d_psi.csv", f"results/tiny/probes/{task}/layer{layer}.csv"]
 
 
-def test_tiny_study_through_the_slurm_profile(slurm_cluster: Path, tmp_path: Path, tiny_models) -> None:
-    config = small_config(tiny_models)
-    local, cluster = tmp_path / "local", tmp_path / "cluster"
-    for folder in (local, cluster):
-        folder.mkdir()
-        write_config(folder / "tiny.yaml", config)
-    snakemake("--cores", "2", "--configfile", str(local / "tiny.yaml"), workdir=local)
+def test_tiny_study_through_the_slurm_profile(slurm_cluster: Path, tmp_path: Path, tiny_run) -> None:
+    results, config = tiny_run
+    local, cluster = results.parent.parent, tmp_path / "cluster"
+    cluster.mkdir()
+    write_config(cluster / "tiny.yaml", config)
 
     submitted_after = time.time()
     started = time.monotonic()
     snakemake(
+        *cluster_targets(config),  # before --configfile, which would take them as more config files
         "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
         "--configfile", str(cluster / "tiny.yaml"),
         "--jobs", "4",
         # the test cluster: no account, one partition, no GPUs, no sacct (no slurmdbd)
         "--slurm-no-account",
         "--default-resources", "slurm_partition=debug",
-        "--set-resources", "embed:slurm_partition=debug", "embed:gpu=0",
-        "intrinsic:slurm_partition=debug", "extrinsic:slurm_partition=debug", "rank_deficiency:slurm_partition=debug",
+        "--set-resources", *(f"{rule}:slurm_partition=debug" for rule in sorted(GPU_CAPABLE)),
+        *(f"{rule}:gpu=0" for rule in sorted(GPU_CAPABLE)),
         "--slurm-status-command", "squeue",
         "--slurm-init-seconds-before-status-checks", "2",
         "--seconds-between-status-checks", "2",
         "--latency-wait", "5",
-        workdir=cluster,
+        workdir=cluster, environ=cluster_env(),
     )
     duration = time.monotonic() - started
     print(f"SLURM run took {duration:.0f} s")
 
     # SLURM's own records: every job of this run finished COMPLETED, run from this workdir
-    config_text = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60).stdout
+    config_text = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60,
+                                 env=cluster_env()).stdout
     jobcomp = re.search(r"JobCompLoc\s*=\s*(\S+)", config_text)[1]  # ours, or a running cluster's
     records = Path(jobcomp).read_text().splitlines()
     ours = [r for r in records if f"WorkDir={cluster}" in r]
@@ -86,15 +88,14 @@ def test_tiny_study_through_the_slurm_profile(slurm_cluster: Path, tmp_path: Pat
     assert all("JobState=COMPLETED" in r for r in ours), [r for r in ours if "COMPLETED" not in r]
     submit_times = [re.search(r"SubmitTime=(\S+)", r)[1] for r in ours]
     assert all(time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S")) >= int(submitted_after) - 1 for t in submit_times)
-    assert len(ours) >= 10  # data, embed, derive, intrinsic, probes, extrinsic, tables, figures
+    assert len(ours) >= 10  # data, embed, derive, intrinsic, probes, probe table, extrinsic
 
     # the same numbers as the local run
-    local_csvs = sorted(p.relative_to(local) for p in (local / "results").rglob("*.csv"))
-    assert local_csvs
-    for relative in local_csvs:
-        theirs = cluster / relative
-        assert theirs.is_file(), f"{relative} missing from the SLURM run"
-        a, b = pd.read_csv(local / relative), pd.read_csv(theirs)
+    cluster_csvs = sorted(p.relative_to(cluster) for p in (cluster / "results").rglob("*.csv"))
+    assert {Path(target) for target in cluster_targets(config)} <= set(cluster_csvs)
+    for relative in cluster_csvs:
+        assert (local / relative).is_file(), f"{relative} missing from the local run"
+        a, b = pd.read_csv(local / relative), pd.read_csv(cluster / relative)
         assert list(a.columns) == list(b.columns)
         numeric = a.select_dtypes("number").columns
         np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float),

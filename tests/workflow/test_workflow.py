@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +17,20 @@ import yaml
 
 from affine_homotopy.report import analysis
 
-from tests.helpers import PAPER, REPO, assert_figure_drawn, job_counts, snakemake, tiny_config, write_config
+from tests.helpers import (
+    PAPER, REPO, assert_figure_drawn, job_counts, paper_plan, snakemake, started_early, tiny_config, write_config,
+)
 
 # pytest-timeout: a test here may run a whole tiny study (the module fixtures count towards the first
 # test that uses them); each Snakemake call has its own timeout too (snakemake()).
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
 
 
-def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
+def test_dry_run_of_the_demo_and_the_paper_config(dry_run) -> None:
     # a working directory laid out like a clone: config/ beside it, no --configfile
-    shutil.copytree(REPO / "config", tmp_path / "config")
-    demo = job_counts(snakemake("-n", workdir=tmp_path).stdout)
+    demo = job_counts(dry_run())
     assert demo["embed"] == 1 * 2 * 2 and demo["derive"] == 6 * 2
-    paper = snakemake("-n", "--configfile", str(PAPER), workdir=tmp_path).stdout
+    paper = dry_run(*paper_plan())
     counts = job_counts(paper)
     extrinsic_layers = len(yaml.safe_load(PAPER.read_text())["extrinsic"]["layers"])  # the final layer
     assert counts["embed"] == 27 * 6 * 2  # (encoder, task, split)
@@ -41,8 +42,7 @@ def test_dry_run_of_the_demo_and_the_paper_config(tmp_path: Path) -> None:
     # the paper config replaces the default config/config.yaml, it is not merged into it
     assert "results/paper/" in paper and "results/demo/" not in paper
     assert "minilm" not in paper and "derive" not in counts
-    through_slurm = snakemake("-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
-                              "--configfile", str(PAPER), workdir=tmp_path).stdout
+    through_slurm = dry_run(*paper_plan(slurm=True))
     assert job_counts(through_slurm) == counts  # the cluster profile plans the same study
 
 
@@ -95,17 +95,30 @@ def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(t
     assert "config key 'extrinsic.layers' = [2]" in said and not (tmp_path / "results").exists()
 
 
-def test_a_run_of_d_psi_alone_at_one_layer_writes_only_that(tmp_path: Path, tiny_models) -> None:
+@started_early
+def d_psi_alone_run(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[Path, dict[str, Any]]]:
+    """The tiny study with the smallest extrinsic selection, d_psi at the last layer only, on one task."""
+    workdir = request.getfixturevalue("tmp_path_factory").mktemp("d_psi_alone")
+    config = tiny_config(request.getfixturevalue("tiny_models"),
+                         tasks={"sent": {"source": "synthetic", "generator": "synthetic_sentiment", "n_train": 120,
+                                         "n_dev": 40}},
+                         extrinsic={"max_iter": 50, "measures": ["d_psi"], "layers": [2]})
+    configfile = write_config(workdir / "psi.yaml", config)
+
+    def work() -> tuple[Path, dict[str, Any]]:
+        snakemake("--cores", "2", "--configfile", str(configfile), workdir=workdir, environ=environ)
+        return workdir / "results" / "tiny", config
+
+    return work
+
+
+def test_a_run_of_d_psi_alone_at_one_layer_writes_only_that(d_psi_alone_run) -> None:
     """The job scripts with the smallest selection: d_psi at the last layer only. The probe jobs fit that
     layer's task probes and no random-label probe, the extrinsic jobs write d_psi's files, the summary
     has no worst-case column, Table 1 and Figure 2 are at that layer; the intrinsic stage at both."""
     from affine_homotopy.core.measures import extrinsic_outputs
 
-    config = tiny_config(tiny_models, tasks={"sent": {"source": "synthetic", "generator": "synthetic_sentiment",
-                                                      "n_train": 120, "n_dev": 40}},
-                         extrinsic={"max_iter": 50, "measures": ["d_psi"], "layers": [2]})
-    snakemake("--cores", "2", "--configfile", str(write_config(tmp_path / "psi.yaml", config)), workdir=tmp_path)
-    results = tmp_path / "results" / "tiny"
+    results, config = d_psi_alone_run
     assert sorted(p.name for p in (results / "intrinsic" / "sent").iterdir()) == ["layer1", "layer2"]
     assert sorted(p.name for p in (results / "extrinsic" / "sent").iterdir()) == ["layer2"]
     written = {p.stem for p in (results / "extrinsic" / "sent" / "layer2").glob("*.csv")}
@@ -137,14 +150,6 @@ def test_bad_config_fails_before_any_job(tmp_path: Path, tiny_models) -> None:
     assert result.returncode != 0
     assert "encoder 'tiny_a' has depth 2" in result.stderr
     assert not (tmp_path / "results").exists()
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_models) -> tuple[Path, dict[str, Any]]:
-    workdir = tmp_path_factory.mktemp("tiny_run")
-    config = tiny_config(tiny_models)
-    snakemake("--cores", "2", "--configfile", str(write_config(workdir / "tiny.yaml", config)), workdir=workdir)
-    return workdir / "results" / "tiny", config
 
 
 def test_every_output_has_the_documented_shape(tiny_run) -> None:
@@ -362,14 +367,17 @@ def test_forcing_the_figures_recomputes_nothing_upstream(tiny_run) -> None:
 
 def test_failing_jobs_leave_no_output(tmp_path: Path, tiny_models) -> None:
     """A malformed GLUE file: a named error (file and line), no partial files. (An unreachable hub
-    model stops the run at staging: tests/workflow/test_operations.py.)"""
+    model stops the run at staging: tests/workflow/test_operations.py.) The target is the task's
+    tables alone: the other tasks' jobs, which a whole run would also start, check nothing here."""
     glue = tmp_path / "glue" / "RTE"
     glue.mkdir(parents=True)
     (glue / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\tentailment\n1\tbroken\n")
     (glue / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta b\tc d\tentailment\n")
     config = tiny_config(tiny_models)
     config["tasks"]["rte"] = {"source": "glue_dir", "path": str(tmp_path / "glue")}
-    result = snakemake("--cores", "2", "--configfile", str(write_config(tmp_path / "c.yaml", config)),
+    targets = [f"results/tiny/data/rte/{split}.parquet" for split in ("train", "dev")]
+    # the targets before --configfile, which would take them as more config files
+    result = snakemake(*targets, "--cores", "2", "--configfile", str(write_config(tmp_path / "c.yaml", config)),
                        "--keep-going", workdir=tmp_path, check=False)
     assert result.returncode != 0
     results = tmp_path / "results" / "tiny"
@@ -408,15 +416,16 @@ def test_a_lemma_5_2_violation_fails_the_extrinsic_job(tiny_run, tmp_path: Path)
 # layers by relative depth, `last`, families with checkpoints
 
 
-@pytest.fixture(scope="module")
-def depth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+@started_early
+def depth_run(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[Path, dict[str, Any]]]:
     """Three models of depths 2, 3 and 4 (and one derived from the depth-3 one) compared at half and
     full depth, end to end."""
     from tests.helpers import write_tiny_bert
 
-    root = tmp_path_factory.mktemp("depth_models")
+    factory = request.getfixturevalue("tmp_path_factory")
+    root = factory.mktemp("depth_models")
     models = {f"d{depth}": write_tiny_bert(root / f"d{depth}", seed=depth, hidden=32, layers=depth) for depth in (2, 3, 4)}
-    workdir = tmp_path_factory.mktemp("depth_run")
+    workdir = factory.mktemp("depth_run")
     config = {
         "run_name": "depths",
         "encoders": {**{name: {"source": "path", "path": str(path)} for name, path in models.items()},
@@ -428,8 +437,13 @@ def depth_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         "extrinsic": {"max_iter": 50, "n_random_classifiers": 2},
         "analysis": {"table_layer": 0.5},
     }
-    snakemake("--cores", "2", "--configfile", str(write_config(workdir / "depths.yaml", config)), workdir=workdir)
-    return workdir / "results" / "depths", {"config": config, "models": models}
+    configfile = write_config(workdir / "depths.yaml", config)
+
+    def work() -> tuple[Path, dict[str, Any]]:
+        snakemake("--cores", "2", "--configfile", str(configfile), workdir=workdir, environ=environ)
+        return workdir / "results" / "depths", {"config": config, "models": models}
+
+    return work
 
 
 def test_relative_depths_resolve_per_model_end_to_end(depth_run) -> None:
@@ -458,7 +472,7 @@ def test_relative_depths_resolve_per_model_end_to_end(depth_run) -> None:
     assert sections[1].startswith("Layer position depth0.50 (Table 1")  # analysis.table_layer: 0.5
 
 
-def test_last_layer_and_checkpoint_families_plan_the_right_jobs(tmp_path: Path, tiny_models) -> None:
+def test_last_layer_and_checkpoint_families_plan_the_right_jobs(tmp_path: Path, tiny_models, dry_run) -> None:
     config = tiny_config(tiny_models, layers=["last"])
     plan = snakemake("-n", "--configfile", str(write_config(tmp_path / "last.yaml", config)), workdir=tmp_path).stdout
     labels = set(re.findall(r"results/tiny/intrinsic/sent/([^/]+)/d_aff\.csv", plan))
@@ -468,8 +482,7 @@ def test_last_layer_and_checkpoint_families_plan_the_right_jobs(tmp_path: Path, 
     assert counts["download_model"] == 5 * 12 and counts["embed"] == 60 * 2 * 2  # (checkpoint, task, split)
     assert counts["intrinsic"] == 2 * 2 and counts["figure_training_dynamics"] == 1  # (task, depth0.50/depth1.00)
     assert "results/training_dynamics/tables/training_dynamics.csv" in dynamics
-    paper = snakemake("-n", "--configfile", str(REPO / "config" / "paper.yaml"), workdir=tmp_path).stdout
-    assert "figure_training_dynamics" not in job_counts(paper)  # no step axis, no figure
+    assert "figure_training_dynamics" not in job_counts(dry_run(*paper_plan()))  # no step axis, no figure
 
 
 def test_bad_relative_depth_fails_before_any_job(tmp_path: Path, tiny_models) -> None:

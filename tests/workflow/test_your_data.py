@@ -12,27 +12,35 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from tests.helpers import REPO, assert_figure_drawn, put_in_hub_cache, snakemake, write_config
+from tests.helpers import (
+    REPO, assert_figure_drawn, put_in_hub_cache, snakemake, started_early, with_hf_home, write_config,
+)
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
 EXAMPLE = "config/examples/reviews.yaml"
 
 
-@pytest.fixture(scope="module")
-def example_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+@started_early
+def example_run(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[Path, float]]:
     """The example as a fresh clone runs it: config/ (with examples/data) in the working directory, one command."""
-    workdir = tmp_path_factory.mktemp("example")
+    workdir = request.getfixturevalue("tmp_path_factory").mktemp("example")
     shutil.copytree(REPO / "config", workdir / "config")
-    started = time.monotonic()
-    snakemake("--configfile", EXAMPLE, "--cores", "2", workdir=workdir)
-    return workdir, time.monotonic() - started
+
+    def work() -> tuple[Path, float]:
+        started = time.monotonic()
+        snakemake("--configfile", EXAMPLE, "--cores", "2", workdir=workdir, environ=environ)
+        return workdir, time.monotonic() - started
+
+    return work
 
 
 def test_the_example_runs_end_to_end(example_run) -> None:
@@ -110,11 +118,15 @@ BASELINES = ("d_aff", "d_aff_lower", "d_aff_ls", "d_aff_msd", "d_iso", "procrust
              "svcca", "cka")
 
 
-def test_a_model_and_its_own_representations_brought_back_are_an_exact_pair(tmp_path: Path, hf_home: Path) -> None:
+@started_early
+def exact_pair_run(request: pytest.FixtureRequest, environ) -> Callable[[], dict[str, Any]]:
     """Embed two tasks (a three-class table of sentence pairs; a Hugging Face dataset staged from the cache)
     with the demo encoder, save its arrays as files (one with ids in shuffled order, one tied by the task's
-    order), and bring them back as an embeddings encoder: every intrinsic measure, d_psi and d_worst between
-    the two are at the float floor in both directions, on the multi-class and on the certified two-class path."""
+    order), and bring them back as an embeddings encoder: the second run's folder, its config and the
+    arrays saved."""
+    tmp_path = request.getfixturevalue("tmp_path_factory").mktemp("exact_pair")
+    hf_home = tmp_path / "hf_home"  # an HF_HOME of its own, the hub off (as the hf_home fixture)
+    environ = with_hf_home(environ, hf_home)
     rng = np.random.default_rng(26)
     _cache_dataset(hf_home, rng)
     n = 150
@@ -138,31 +150,46 @@ def test_a_model_and_its_own_representations_brought_back_are_an_exact_pair(tmp_
         "analysis": {"rank_deficiency": {"levels": [0.5, 1.0]}},
         "device": "cpu",
     }
+
+    def work() -> dict[str, Any]:
+        results = tmp_path / "results" / "pair"
+        targets = [f"results/pair/embeddings/minilm/{t}/{s}.npy" for t in ("three", "hub") for s in ("train", "dev")]
+        snakemake(*targets, "--cores", "2", "--configfile", str(write_config(tmp_path / "a.yaml", config)),
+                  workdir=tmp_path, environ=environ)
+        arrays = {}
+        for task in ("three", "hub"):
+            ids = [i for s in ("train", "dev") for i in json.loads((results / "data" / task / f"{s}_ids.json").read_text())]
+            stacked = np.concatenate([np.load(results / "embeddings" / "minilm" / task / f"{s}.npy")
+                                      for s in ("train", "dev")], axis=1)
+            arrays[task] = stacked
+            if task == "three":  # ids, rows shuffled, one array per layer named by its label
+                order = rng.permutation(len(ids))
+                np.savez(tmp_path / "three.npz", ids=np.array(ids)[order],
+                         layer3=stacked[0][order], layer6=stacked[1][order])
+            else:  # no ids: an (L, N, D) stack in the task's order, train then validation
+                np.save(tmp_path / "hub.npy", stacked)
+        brought_back = copy.deepcopy(config)
+        brought_back["encoders"] = {"minilm": config["encoders"]["minilm"],
+                                    "minilm_file": {"source": "embeddings", "files": {"three": "three.npz", "hub": "hub.npy"}},
+                                    "minilm_file_affine": {"source": "derived", "base": "minilm_file",
+                                                           "transform": "random_affine"}}
+        brought_back["update_lock"] = True  # the study now reads two more files: record their sha256 in the lock
+        snakemake("--cores", "2", "--configfile", str(write_config(tmp_path / "b.yaml", brought_back)),
+                  workdir=tmp_path, environ=environ)
+        return {"folder": tmp_path, "arrays": arrays}
+
+    return work
+
+
+def test_a_model_and_its_own_representations_brought_back_are_an_exact_pair(exact_pair_run) -> None:
+    """The demo encoder and its own arrays brought back as an embeddings encoder (exact_pair_run): every
+    intrinsic measure, d_psi and d_worst between the two are at the float floor in both directions, on
+    the multi-class and on the certified two-class path."""
+    tmp_path, arrays = exact_pair_run["folder"], exact_pair_run["arrays"]
     results = tmp_path / "results" / "pair"
-    targets = [f"results/pair/embeddings/minilm/{t}/{s}.npy" for t in ("three", "hub") for s in ("train", "dev")]
-    snakemake(*targets, "--cores", "2", "--configfile", str(write_config(tmp_path / "a.yaml", config)), workdir=tmp_path)
-    arrays = {}
-    for task in ("three", "hub"):
-        ids = [i for s in ("train", "dev") for i in json.loads((results / "data" / task / f"{s}_ids.json").read_text())]
-        stacked = np.concatenate([np.load(results / "embeddings" / "minilm" / task / f"{s}.npy") for s in ("train", "dev")],
-                                 axis=1)
-        arrays[task] = stacked
-        if task == "three":  # ids, rows shuffled, one array per layer named by its label
-            order = rng.permutation(len(ids))
-            np.savez(tmp_path / "three.npz", ids=np.array(ids)[order],
-                     layer3=stacked[0][order], layer6=stacked[1][order])
-        else:  # no ids: an (L, N, D) stack in the task's order, train then validation
-            np.save(tmp_path / "hub.npy", stacked)
     meta = json.loads((results / "data" / "three" / "train.json").read_text())
     assert meta["n_classes"] == 3 and meta["is_pair"] and meta["classes"] == ["contradicts", "entails", "neutral"]
     assert json.loads((results / "data" / "hub" / "train.json").read_text())["dataset"]["commit"] == COMMIT
-    brought_back = copy.deepcopy(config)
-    brought_back["encoders"] = {"minilm": config["encoders"]["minilm"],
-                                "minilm_file": {"source": "embeddings", "files": {"three": "three.npz", "hub": "hub.npy"}},
-                                "minilm_file_affine": {"source": "derived", "base": "minilm_file",
-                                                       "transform": "random_affine"}}
-    brought_back["update_lock"] = True  # the study now reads two more files: record their sha256 in the lock
-    snakemake("--cores", "2", "--configfile", str(write_config(tmp_path / "b.yaml", brought_back)), workdir=tmp_path)
     lock = yaml.safe_load((tmp_path / "config" / "pair.lock.yaml").read_text())
     assert set(lock["files"]) == {"tasks.three.path", "encoders.minilm_file.files.three", "encoders.minilm_file.files.hub"}
     assert lock["datasets"]["hub"]["commit"] == COMMIT

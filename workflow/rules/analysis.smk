@@ -53,7 +53,9 @@ rule correlate:
             subcategory="Table 1",
         ),
     log:
-        f"{RESULTS}/logs/correlate.log",
+        job_log("correlate"),
+    benchmark:
+        job_benchmark("correlate")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -86,7 +88,9 @@ rule paper_comparison:
             subcategory="Comparison with the paper",
         ),
     log:
-        f"{RESULTS}/logs/paper_comparison.log",
+        job_log("paper_comparison"),
+    benchmark:
+        job_benchmark("paper_comparison")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -125,7 +129,9 @@ rule rank_analysis:
         ),
         pdf=f"{RESULTS}/figures/rank_vs_distance.pdf",
     log:
-        f"{RESULTS}/logs/rank_analysis.log",
+        job_log("rank_analysis"),
+    benchmark:
+        job_benchmark("rank_analysis")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -168,7 +174,9 @@ rule preorder:
         ),
         pdf=f"{RESULTS}/figures/preorder.pdf",
     log:
-        f"{RESULTS}/logs/preorder.log",
+        job_log("preorder"),
+    benchmark:
+        job_benchmark("preorder")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -196,7 +204,9 @@ rule rank_deficiency:
             subcategory="Rank deficiency (Figure 3)",
         ),
     log:
-        f"{RESULTS}/logs/rank_deficiency/{{task}}.log",
+        job_log("rank_deficiency/{task}"),
+    benchmark:
+        job_benchmark("rank_deficiency/{task}")
     conda:
         "../envs/compute.yaml"
     threads: config["intrinsic"]["threads"]  # the d_aff solver, as in the intrinsic jobs

@@ -86,6 +86,21 @@ if workflow.local_exec:
 
 RUN = config["run_name"]
 RESULTS = f"results/{RUN}"
+
+
+def job_log(name):
+    """A job's log, results/<run>/logs/<name>.log; the job writes its environment record beside it."""
+    return f"{RESULTS}/logs/{name}.log"
+
+
+def job_benchmark(name):
+    """A job's Snakemake benchmark, results/<run>/benchmarks/<name>.tsv, named as its log (job_log) is:
+    the job writes its cost record (CPU time, config fingerprint) beside it, at the path that
+    affine_homotopy.jobs.cost_check.job_record_path derives from the log's, and
+    `python -m benchmarks.cost_model check results/<run>` reads both."""
+    return f"{RESULTS}/benchmarks/{name}.tsv"
+
+
 ENCODERS = list(config["encoders"])
 # encoders with a model that the embed job runs; derived ones transform another's arrays; embeddings
 # encoders bring arrays computed elsewhere (one file per task, imported by the import_embeddings job)

@@ -11,7 +11,9 @@ rule prepare_task:
         # the examples' ids, in the table's order (an embeddings file's rows are tied to them)
         ids=f"{RESULTS}/data/{{task}}/{{split}}_ids.json",
     log:
-        f"{RESULTS}/logs/prepare_task/{{task}}_{{split}}.log",
+        job_log("prepare_task/{task}_{split}"),
+    benchmark:
+        job_benchmark("prepare_task/{task}_{split}")
     conda:
         "../envs/embed.yaml"
     resources:

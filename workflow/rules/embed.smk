@@ -11,7 +11,9 @@ rule embed:
         array=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.npy",
         meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.json",
     log:
-        f"{RESULTS}/logs/embed/{{encoder}}_{{task}}_{{split}}.log",
+        job_log("embed/{encoder}_{task}_{split}"),
+    benchmark:
+        job_benchmark("embed/{encoder}_{task}_{split}")
     wildcard_constraints:
         encoder=_alternatives(MODEL_ENCODERS),
     # first: every later job waits for embeddings, and the rest of the run then has the most jobs
@@ -51,7 +53,9 @@ rule import_embeddings:
         dev=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.npy",
         dev_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.json",
     log:
-        f"{RESULTS}/logs/import_embeddings/{{encoder}}_{{task}}.log",
+        job_log("import_embeddings/{encoder}_{task}"),
+    benchmark:
+        job_benchmark("import_embeddings/{encoder}_{task}")
     wildcard_constraints:
         encoder=_alternatives(EMBEDDINGS_ENCODERS),
     # before the embed jobs: a file that does not fit its task stops the run early
@@ -84,7 +88,9 @@ rule derive:
         dev=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.npy",
         dev_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.json",
     log:
-        f"{RESULTS}/logs/derive/{{encoder}}_{{task}}.log",
+        job_log("derive/{encoder}_{task}"),
+    benchmark:
+        job_benchmark("derive/{encoder}_{task}")
     wildcard_constraints:
         encoder=_alternatives(DERIVED_ENCODERS),
     conda:

@@ -18,7 +18,9 @@ rule probe:
         ),
         metrics=f"{RESULTS}/probes/{{task}}/metrics/{{encoder}}.csv",
     log:
-        f"{RESULTS}/logs/probe/{{encoder}}_{{task}}.log",
+        job_log("probe/{encoder}_{task}"),
+    benchmark:
+        job_benchmark("probe/{encoder}_{task}")
     conda:
         "../envs/compute.yaml"
     resources:
@@ -40,7 +42,9 @@ rule probe_table:
     output:
         f"{RESULTS}/probes/{{task}}/{{layer}}.csv",
     log:
-        f"{RESULTS}/logs/probe_table/{{task}}_{{layer}}.log",
+        job_log("probe_table/{task}_{layer}"),
+    benchmark:
+        job_benchmark("probe_table/{task}_{layer}")
     conda:
         "../envs/compute.yaml"
     resources:
@@ -62,7 +66,9 @@ rule extrinsic:
         **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
         diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
     log:
-        f"{RESULTS}/logs/extrinsic/{{task}}_{{layer}}.log",
+        job_log("extrinsic/{task}_{layer}"),
+    benchmark:
+        job_benchmark("extrinsic/{task}_{layer}")
     conda:
         "../envs/compute.yaml"
     # one thread: the certified LPs run on one BLAS thread by design (FixedClassifierSolver), so a
@@ -87,7 +93,9 @@ rule extrinsic_summary:
     output:
         f"{RESULTS}/extrinsic/summary.csv",
     log:
-        f"{RESULTS}/logs/extrinsic_summary.log",
+        job_log("extrinsic_summary"),
+    benchmark:
+        job_benchmark("extrinsic_summary")
     conda:
         "../envs/compute.yaml"
     resources:

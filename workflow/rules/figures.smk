@@ -21,7 +21,9 @@ rule figure_asymmetry_grid:
         ),
         pdf=f"{RESULTS}/figures/asymmetry_grid.pdf",
     log:
-        f"{RESULTS}/logs/figures/asymmetry_grid.log",
+        job_log("figures/asymmetry_grid"),
+    benchmark:
+        job_benchmark("figures/asymmetry_grid")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -55,7 +57,9 @@ rule figure_extrinsic_vs_intrinsic:
             subcategory="Figure 2: extrinsic vs intrinsic",
         ),
     log:
-        f"{RESULTS}/logs/figures/extrinsic_vs_intrinsic.log",
+        job_log("figures/extrinsic_vs_intrinsic"),
+    benchmark:
+        job_benchmark("figures/extrinsic_vs_intrinsic")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -86,7 +90,9 @@ rule figure_layer_trend:
         ),
         pdf=f"{RESULTS}/figures/layer_trend.pdf",
     log:
-        f"{RESULTS}/logs/figures/layer_trend.log",
+        job_log("figures/layer_trend"),
+    benchmark:
+        job_benchmark("figures/layer_trend")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -112,7 +118,9 @@ rule figure_rank_deficiency:
         ),
         pdf=f"{RESULTS}/figures/rank_deficiency.pdf",
     log:
-        f"{RESULTS}/logs/figures/rank_deficiency.log",
+        job_log("figures/rank_deficiency"),
+    benchmark:
+        job_benchmark("figures/rank_deficiency")
     conda:
         "../envs/plot.yaml"
     resources:
@@ -147,7 +155,9 @@ if DYNAMICS_FAMILIES:
                 subcategory="Training dynamics",
             ),
         log:
-            f"{RESULTS}/logs/figures/training_dynamics.log",
+            job_log("figures/training_dynamics"),
+        benchmark:
+            job_benchmark("figures/training_dynamics")
         conda:
             "../envs/plot.yaml"
         params:

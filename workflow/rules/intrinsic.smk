@@ -13,7 +13,9 @@ rule intrinsic:
         solver=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_solver.csv",
         weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
     log:
-        f"{RESULTS}/logs/intrinsic/{{task}}_{{layer}}.log",
+        job_log("intrinsic/{task}_{layer}"),
+    benchmark:
+        job_benchmark("intrinsic/{task}_{layer}")
     # before the probes: each extrinsic job waits for its layer's intrinsic job, and ready intrinsic
     # jobs left behind the probes would make the run end on one extrinsic job beside an idle core
     priority: 1

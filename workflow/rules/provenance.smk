@@ -16,7 +16,9 @@ rule provenance:
     output:
         f"{RESULTS}/provenance.json",
     log:
-        f"{RESULTS}/logs/provenance.log",
+        job_log("provenance"),
+    benchmark:
+        job_benchmark("provenance")
     conda:
         "../envs/compute.yaml"
     resources:

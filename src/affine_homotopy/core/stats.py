@@ -37,7 +37,6 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 Method = Literal["spearman", "pearson"]
 Alternative = Literal["two-sided", "greater", "less"]
@@ -88,6 +87,8 @@ def _standardised_off_diagonal(matrix: np.ndarray, method: Method) -> np.ndarray
     mask = ~np.eye(k, dtype=bool)
     values = matrix[mask]
     if method == "spearman":
+        from scipy import stats  # here, not at the top: the figures' jobs need this module, not scipy.stats
+
         values = stats.rankdata(values)
     values = values - values.mean()
     norm = np.sqrt((values**2).sum())
@@ -111,6 +112,8 @@ def classical_p(x: np.ndarray, y: np.ndarray, method: Method) -> float:
     a, b = off_diagonal(x), off_diagonal(y)
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
+    from scipy import stats
+
     test = stats.spearmanr if method == "spearman" else stats.pearsonr
     return float(test(a, b)[1])
 
@@ -289,6 +292,8 @@ def permutation_test_vectors(
     """Correlation of two length-K vectors and its two-sided permutation p (exact when K! <= n)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if method == "spearman":
+        from scipy import stats
+
         a, b = stats.rankdata(a), stats.rankdata(b)
     za, zb = a - a.mean(), b - b.mean()
     norm = np.sqrt((za**2).sum() * (zb**2).sum())

@@ -92,6 +92,38 @@ def stage_costs() -> Mapping[str, StageCost]:
     return MappingProxyType(costs)  # cached: read-only
 
 
+@dataclass(frozen=True)
+class JobCosts:
+    """What every job costs besides its pairwise stages (``jobs`` of ``cost_coefficients.json``).
+
+    ``startup``: rule -> single-thread CPU seconds of one job's start-up (a fresh interpreter,
+    Snakemake's script preamble and the rule's script's imports), the same for every job of a rule.
+    The embed rule's work: loading the model (``embed_load``, per job) and the forward pass,
+    ``embed_example`` CPU seconds per example at D_REF, times ``(D / D_REF) ** embed_d_exponent``.
+    """
+
+    startup: Mapping[str, float]
+    embed_load: float
+    embed_example: float
+    embed_d_exponent: float
+
+    def embed_seconds(self, n: int, width: int) -> float:
+        """One embed job's work: the model's load and ``n`` examples at width ``width``."""
+        return self.embed_load + n * self.embed_example * (width / D_REF) ** self.embed_d_exponent
+
+
+@functools.cache
+def job_costs() -> JobCosts:
+    """The per-job costs of ``cost_coefficients.json`` (``python -m benchmarks.cost_model measure-jobs``, then fit)."""
+    document = json.loads(resources.files(__package__).joinpath(COEFFICIENTS_FILE).read_text(encoding="utf-8"))
+    if "jobs" not in document:
+        raise ValueError(f"{COEFFICIENTS_FILE} has no per-job costs (jobs): measure and refit them "
+                         "(python -m benchmarks.cost_model measure-jobs, then fit)")
+    jobs = document["jobs"]
+    return JobCosts(MappingProxyType({rule: float(s) for rule, s in jobs["startup"].items()}),
+                    float(jobs["embed_load"]), float(jobs["embed_example"]), float(jobs["embed_d_exponent"]))
+
+
 def __getattr__(name: str) -> Any:
     if name == "STAGE_COSTS":  # read on first use, not on import
         return stage_costs()

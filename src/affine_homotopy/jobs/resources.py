@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..study.model_lookup import base_encoder, local_model_dir
-from .cost import Projection, project
+from .cost import Projection, job_costs, project
 from ..study.layers import layer_positions
 from ..study.tasks import glue_dir_files
 
@@ -146,6 +146,54 @@ def study_projection(config: Mapping[str, Any]) -> Projection:
         copies = len(rank_deficiency_group(config)) * len(config["analysis"]["rank_deficiency"]["levels"])
     return project(config, widths, train_sizes, len(layer_positions(config["layers"])), copies,
                    extrinsic_layers=len(extrinsic_layers(config)))
+
+
+def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:
+    """Jobs per rule of a whole run of a validated config, as the workflow plans them (rules without
+    jobs left out). Not the staging downloads, which run only for what ``resources/`` lacks."""
+    from ..study.families import family_members, training_dynamics_members
+    from ..study.validation import extrinsic_layers
+
+    sources = [spec["source"] for spec in config["encoders"].values()]
+    models = sum(source not in ("derived", "embeddings") for source in sources)
+    tasks, encoders = len(config["tasks"]), len(sources)
+    layers, outer = len(layer_positions(config["layers"])), len(extrinsic_layers(config))
+    dynamics = bool(training_dynamics_members(family_members(config.get("encoder_families"))))
+    jobs = {
+        "staging_complete": 1, "prepare_task": 2 * tasks, "embed": 2 * models * tasks,
+        "import_embeddings": sources.count("embeddings") * tasks, "derive": sources.count("derived") * tasks,
+        "intrinsic": tasks * layers, "probe": encoders * tasks, "probe_table": tasks * outer, "extrinsic": tasks * outer,
+        "extrinsic_summary": 1, "correlate": 1, "paper_comparison": 1, "rank_analysis": 1, "preorder": 1,
+        "rank_deficiency": tasks, "figure_asymmetry_grid": 1, "figure_extrinsic_vs_intrinsic": 1,
+        "figure_layer_trend": 1, "figure_rank_deficiency": 1, "figure_training_dynamics": int(dynamics),
+        "provenance": 1,
+    }
+    return {rule: count for rule, count in jobs.items() if count}
+
+
+def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
+    """Per rule of a validated config: (jobs, projected single-thread CPU seconds of all of them).
+
+    A job costs its rule's start-up (:class:`affine_homotopy.jobs.cost.JobCosts`) plus its work: the
+    pairwise stages of :func:`study_projection` (intrinsic, probe, extrinsic, rank_deficiency) and the
+    forward pass of the embed jobs; the other rules' work (tables, figures, data preparation,
+    derived copies) counts as nothing beyond their start-up. A rule without a measured start-up is
+    not projected (NaN)."""
+    costs = job_costs()
+    projection = study_projection(config)
+    encoders = config["encoders"]
+    out = {}
+    for rule, count in planned_jobs(config).items():
+        if rule not in costs.startup:
+            out[rule] = (count, math.nan)
+            continue
+        work = projection.rules.get(rule, 0.0)
+        if rule == "embed":
+            work = sum(costs.embed_seconds(task_size(spec, split), encoder_width(name, encoders))
+                       for name, encoder in encoders.items() if encoder["source"] not in ("derived", "embeddings")
+                       for spec in config["tasks"].values() for split in ("train", "dev"))
+        out[rule] = (count, count * costs.startup[rule] + work)
+    return out
 
 
 def study_estimate(config: Mapping[str, Any]) -> dict[str, Any]:

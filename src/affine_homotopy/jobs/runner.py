@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import AffineHomotopyError
+from .cost_check import job_record_path, process_cpu_seconds, write_job_record
 
 EXPECTED_ERRORS = (AffineHomotopyError,)
 
@@ -56,7 +57,9 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
         # torch otherwise starts one thread per core in every job: with several jobs at once the
         # cores are oversubscribed and everything slows down many times over.
         sys.modules["torch"].set_num_threads(max(1, int(snakemake.threads)))
-    started, cpu_started = time.monotonic(), time.process_time()
+    started = time.monotonic()
+    # CPU before the work: the interpreter, Snakemake's script preamble and the script's imports
+    cpu_started = process_cpu_seconds()
     log.info("rule %s, wildcards %s", snakemake.rule, dict(snakemake.wildcards.items()))
     if log_path:  # the versions this stage ran with, collected into provenance.json
         from .provenance import record_stage_environment
@@ -67,6 +70,11 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
     except EXPECTED_ERRORS as error:
         log.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
-    # wall and CPU time (all threads): `python -m benchmarks.cost_model compare` compares its projection with them
-    log.info("done in %.1f s (CPU %.1f s, %d thread(s))", time.monotonic() - started, time.process_time() - cpu_started,
-             int(snakemake.threads))
+    wall, cpu = time.monotonic() - started, process_cpu_seconds() - cpu_started
+    # wall and CPU time of the work (all threads): `python -m benchmarks.cost_model compare` compares its projection
+    # with them; the cost record beside the job's benchmark file adds the start-up (`cost_model check`)
+    log.info("done in %.1f s (CPU %.1f s, %d thread(s); CPU %.1f s before the work)", wall, cpu,
+             int(snakemake.threads), cpu_started)
+    if log_path and job_record_path(log_path):  # a workflow job's log (results/<run>/logs/...)
+        write_job_record(log_path, snakemake.rule, dict(snakemake.wildcards.items()), snakemake.config, cpu_started,
+                         cpu, wall, int(snakemake.threads))

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from ..core import stats
 from ..core.measures import LABELS, LATEX_LABELS
@@ -155,6 +154,8 @@ def regression_fit(intrinsic: pd.DataFrame, extrinsic: pd.DataFrame, group: Sequ
         nan = float("nan")
         return dict(n_pairs=len(x), slope=nan, intercept=nan, slope_se=nan, intercept_se=nan, slope_p=nan,
                     slope_p_permutation=nan, spearman_rho=nan, spearman_p_permutation=nan, pearson_r=nan)
+    from scipy import stats as sps  # here, not at the top: most jobs that import this module never need it
+
     fit = sps.linregress(x, y)
     rho = stats.mantel(x_m, y_m, "spearman", n_permutations, seed)
     r = stats.mantel(x_m, y_m, "pearson", n_permutations, seed)
@@ -182,6 +183,8 @@ def rank_analysis(ranks: pd.DataFrame, d_aff: pd.DataFrame, group: Sequence[str]
         values = merged[f"{direction}_median"].to_numpy(float)
         rank = merged["rank"].to_numpy(float)
         rho, p_perm = stats.permutation_test_vectors(rank, values, n_permutations, seed)
+        from scipy import stats as sps
+
         p_classical = float(sps.spearmanr(rank, values)[1]) if np.isfinite(rho) else float("nan")
         records.append({"direction": direction, "spearman_rho": rho, "p_classical": p_classical,
                         "p_permutation": p_perm, "n_encoders": len(merged)})

@@ -19,8 +19,8 @@ Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
         s(t) = min_{w, s} s  s.t.  A_n w - s <= hi_n(t)  ((n, hi) in W),  A_n w + s >= lo_n(t)  ((n, lo) in W)
 
     with ``A = [Z, 1]`` (``Z`` the source's whitened, rank-ruled basis: the family of maps of the
-    whole project) by HiGHS's dual simplex, warm-started: a new level or a new classifier changes
-    only row bounds, and added half-spaces add rows, so the last basis stays dual feasible.
+    whole project) by HiGHS's dual simplex, warm-started: a new level changes only row bounds, and
+    added half-spaces add rows, so the last basis stays dual feasible.
 
     * **Upper bound**: every LP's map ``w`` is scored on all ``N`` rows; ``upper`` is the smallest
       largest error seen, attained by an explicit map.
@@ -159,15 +159,17 @@ def _quiet_highs(highspy):
         os.close(saved)
 
 class ChebyshevLP:
-    """The Chebyshev LP of one source on a growing set of half-spaces: one persistent HiGHS model.
+    """The Chebyshev LP of one classifier on a growing set of half-spaces: one HiGHS model.
 
     A half-space is a row of ``A = [Z, 1]`` with a side; its bound depends on the classifier and the
-    level only, so one model serves every level and every classifier of a pair (warm starts), and
-    the rows of any classifier stay valid constraints for every other (each is one of the full
-    problem's rows).
+    level only, so one model serves every level of the classifier (warm starts).
     """
 
-    def __init__(self, design: np.ndarray, label: str = "") -> None:
+    def __init__(self, design: np.ndarray, label: str = "", scaled: bool = True) -> None:
+        """``scaled=False``: without HiGHS's scaling of rows and columns (the columns of ``[Z, 1]``
+        are whitened already). The worst-case search's sharp classifiers then need 2-3x fewer
+        simplex iterations on real pairs (docs/performance.md); the task and random-label probes
+        keep the default."""
         import highspy  # the official HiGHS bindings: warm-started dual simplex (see the module docstring)
 
         self.highspy = highspy
@@ -180,10 +182,11 @@ class ChebyshevLP:
                               ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
                               ("simplex_dual_edge_weight_strategy", 1),  # devex
                               # a deterministic cap (a few hundred pivots are typical): past it the LP is
-                              # solved again from scratch, then reported as a NumericalError (a warm
-                              # model is first replaced by a fresh one: FixedClassifierSolver)
+                              # solved again from scratch, then by the interior-point method (solve)
                               ("simplex_iteration_limit", 20_000)):
             solver.setOptionValue(option, value)
+        if not scaled:
+            solver.setOptionValue("simplex_scale_strategy", 0)
         self.inf = highspy.kHighsInf
         cost = np.zeros(columns + 1)
         cost[columns] = 1.0  # minimise s, the last column
@@ -275,21 +278,6 @@ class ChebyshevLP:
         self.last_dual = np.asarray(solution.row_dual)
         return x[: self.columns], float(x[self.columns]), self.last_dual
 
-    def prune(self) -> None:
-        """Drop the half-spaces whose dual was 0 at the last solve (the basis stays valid: their rows
-        were basic), keeping a small warm start for the next, similar classifier."""
-        if self.last_dual is None or self.rows.size <= self.columns + 1:
-            return
-        drop = np.zeros(self.rows.size, dtype=bool)
-        drop[: self.last_dual.size] = self.last_dual == 0
-        if not drop.any():
-            return
-        indices = np.flatnonzero(drop).astype(np.int32)
-        self.solver.deleteRows(indices.size, indices)
-        self.member[self.rows[drop], np.where(self.hi_side[drop], 0, 1)] = False
-        self.rows, self.hi_side = self.rows[~drop], self.hi_side[~drop]
-        self.last_dual = self.last_dual[~drop[: self.last_dual.size]]
-
 
 def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, temperatures=(0.3, 0.1, 0.03, 0.01),
                      iterations: int = 40) -> np.ndarray:
@@ -335,13 +323,18 @@ class CertifiedDistance:
 
 def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
             max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None,
-            smooth: bool = True, dominated_below: float = -math.inf) -> CertifiedDistance:
+            smooth: bool = True, dominated_below: float = -math.inf, decide: bool = False) -> CertifiedDistance:
     """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
 
     ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
     working set; nothing about validity rests on them). ``tol`` relative, ``atol`` absolute (in
     ``d`` units): the stopping tests. ``lp`` may already hold half-spaces (of another classifier or
-    level of the same source): they stay, as valid constraints.
+    level of the same source): they stay, as valid constraints. ``dominated_below``: stop once
+    ``upper`` is at most this (stop ``"dominated"``). ``decide`` (with a finite ``dominated_below``:
+    the question is which side of it ``d`` lies on): the LPs are solved at that level until
+    ``lower`` passes it (then as usual, to ``tol``) or ``upper`` falls to it. Any sequence of levels
+    gives valid bounds; this one settles the question in fewer LPs when ``d`` is near the threshold,
+    since the Newton steps from above spend their LPs on levels that cannot decide it.
     """
     A = lp.design
     columns = A.shape[1]
@@ -367,7 +360,8 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     if SQRT2 * upper_t <= dominated_below:
         return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
     added_per_lp = added_per_lp or max(32, columns // 2)
-    t = upper_t
+    threshold_t = dominated_below / SQRT2 if decide and math.isfinite(dominated_below) else None
+    t = upper_t if threshold_t is None else min(upper_t, threshold_t)
     _seed_working_set(lp, target, coef, errors, t, working_rows)
     made_two_sided = False
     stop = "max_lp"
@@ -392,6 +386,8 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
             made_two_sided = True
             continue
         t_next = max(lower_t, 0.5 * t)
+        if threshold_t is not None and lower_t <= threshold_t:
+            t_next = threshold_t  # still undecided (lower at most the threshold, upper above it): stay there
         if root >= t_end * (1 - 1e-9):
             # the root sits where a used half-space disappears: probe just above that level
             t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7)))

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...errors import NumericalError
-from ..probes import SoftmaxProbe
+
+if TYPE_CHECKING:  # an annotation only: the summaries need neither torch nor scipy (core.probes imports both)
+    from ..probes import SoftmaxProbe
 
 # Lemma 5.2 checks: a value counts as above its bound when value > bound (1 + BOUND_RTOL) + BOUND_ATOL,
 # the bound using d_aff plus the rank rule's discarded tail of the target (see LemmaCheck)

@@ -6,8 +6,8 @@ the same thing whichever phase produced it:
 
 * two classes (``settings.certified``): the local starts (composed, least squares, soft label) seed
   :func:`affine_homotopy.core.extrinsic.binary.certify`, which returns ``[lower, upper]`` to ``tol``; the
-  value is ``upper``, attained by an explicit map. One LP model per pair serves every classifier of
-  that pair (warm starts);
+  value is ``upper``, attained by an explicit map; each classifier gets its own LP model, crashed at
+  its start map's worst rows;
 * more classes: :func:`affine_homotopy.core.extrinsic.local.fit_heads` (starts and the smooth-max
   refinement, with stall restarts); ``lower`` is NaN: an upper bound without a certificate.
 """
@@ -21,7 +21,6 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from ...errors import NumericalError
 from .binary import BinaryTarget, ChebyshevLP, certify
 from .local import HeadResult, Heads, fit_heads
 from .settings import ExtrinsicSettings
@@ -33,10 +32,8 @@ class FixedClassifierSolver:
     def __init__(self, Z: torch.Tensor, settings: ExtrinsicSettings, source_name: str) -> None:
         self.Z, self.settings, self.source_name = Z, settings, source_name
         self._design: np.ndarray | None = None
-        self.lps: dict[str, ChebyshevLP] = {}  # one persistent LP per target (pair source -> target)
         self.lp_count = 0
         self.max_gap = 0.0
-        self.restarted_lps = 0  # warm models given up for a fresh one (HiGHS's iteration cap)
         self.ipm_fallbacks = 0  # LPs the dual simplex could not finish, solved by the interior-point method
 
     def certifies(self, n_classes: int) -> bool:
@@ -50,15 +47,13 @@ class FixedClassifierSolver:
         return self._design
 
     def solve(self, heads: Heads, targets: Sequence[str], labels: Sequence[str], settings: ExtrinsicSettings | None = None,
-              soft_label: bool = True, certify_heads: bool = True, warm: bool = False,
+              soft_label: bool = True, certify_heads: bool = True, searched: bool = False,
               dominated_below: float | np.ndarray = -math.inf) -> HeadResult:
         """Values of every head; ``targets[h]``/``labels[h]`` name head ``h``'s target encoder and
-        classifier (LP reuse and error messages). ``certify_heads=False`` on two classes returns the
-        best start's values (upper bounds, ``lower`` NaN; without the local refinement):
-        :meth:`certify` closes the heads that can matter later.
-        ``warm``: the classifiers are small steps from the last ones of their pairs (the search), so
-        each pair's LP keeps its last active half-spaces and basis. ``dominated_below`` (scalar or
-        per head): see :meth:`certify`."""
+        classifier (error messages). ``certify_heads=False`` on two classes returns the best start's
+        values (upper bounds, ``lower`` NaN; without the local refinement): :meth:`certify` closes
+        the heads that can matter later. ``searched``, ``dominated_below`` (scalar or per head):
+        see :meth:`certify`."""
         settings = settings or self.settings
         if not self.certifies(heads.P.shape[2]):
             result = fit_heads(self.Z, heads, settings, soft_label)
@@ -69,23 +64,27 @@ class FixedClassifierSolver:
             # d_worst: 15.2 against 32.4 CPU s; the certified values agree to tol)
             return _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label, refine_heads=False))
         result = _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label, refine_heads=False))
-        self.certify(heads, result, range(heads.P.shape[1]), targets, labels, warm, dominated_below)
+        self.certify(heads, result, range(heads.P.shape[1]), targets, labels, searched, dominated_below)
         return result
 
     def certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                labels: Sequence[str], warm: bool = False, dominated_below: float | np.ndarray = -math.inf) -> None:
+                labels: Sequence[str], searched: bool = False, dominated_below: float | np.ndarray = -math.inf
+                ) -> None:
         """Certify heads ``select`` of a two-class ``result`` in place: value = upper, lower, map.
-        Without ``warm`` each classifier gets a fresh LP (crashed at its start's worst rows).
         ``dominated_below`` (scalar, or one value per head of ``result``): stop a head once its upper
         bound is at most this (it cannot be the largest, or cannot be accepted); its value is then
-        that upper bound and its ``lower`` NaN."""
+        that upper bound and its ``lower`` NaN. ``searched``: the worst-case search's classifiers,
+        whose only question is whether they exceed ``dominated_below`` (the acceptance threshold):
+        their LPs run without HiGHS's scaling and at the threshold's level until that is settled
+        (:class:`.binary.ChebyshevLP`, :func:`.binary.certify`); an accepted one is then closed to
+        ``tol`` as any other."""
         # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
         # threads only slow down (and their summation order would then depend on the thread count)
         with threadpool_limits(limits=1, user_api="blas"):
-            self._certify(heads, result, select, targets, labels, warm, dominated_below)
+            self._certify(heads, result, select, targets, labels, searched, dominated_below)
 
     def _certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                 labels: Sequence[str], warm: bool, dominated_below: float | np.ndarray) -> None:
+                 labels: Sequence[str], searched: bool, dominated_below: float | np.ndarray) -> None:
         settings = self.settings
         below = np.broadcast_to(np.asarray(dominated_below, dtype=float), (result.value.shape[0],))
         P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
@@ -95,25 +94,11 @@ class FixedClassifierSolver:
                 continue  # a non-finite classifier stays NaN (skipped by its caller)
             A, c = result.A[:, h], result.c[h]
             start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
-            lp = self.lps.get(targets[h]) if warm else None
-            if lp is None:
-                lp = self.lps[targets[h]] = ChebyshevLP(self.design, f"{self.source_name} -> {targets[h]}")
-            else:
-                lp.prune()
-            lp.label = f"{self.source_name} -> {targets[h]}, classifier {labels[h]}"
+            lp = ChebyshevLP(self.design, f"{self.source_name} -> {targets[h]}, classifier {labels[h]}",
+                             scaled=not searched)
             target = BinaryTarget(P[:, h, 0], P[:, h, 1])
-            try:
-                interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
-                                   dominated_below=float(below[h]))
-            except NumericalError:
-                if not warm:
-                    raise
-                # a warm model that HiGHS cannot finish within its iteration cap: solve this classifier
-                # on a fresh model (its own working set, crashed basis); a second failure is an error
-                self.restarted_lps += 1
-                lp = self.lps[targets[h]] = ChebyshevLP(self.design, lp.label)
-                interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
-                                   dominated_below=float(below[h]))
+            interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
+                               dominated_below=float(below[h]), decide=searched)
             self.lp_count += interval.lps
             self.ipm_fallbacks += lp.fallbacks
             lp.fallbacks = 0

@@ -58,27 +58,34 @@ class WorstCaseValues:
 
 
 def close_worst_case(value: np.ndarray, lower: np.ndarray, certified: np.ndarray, certify, tol: float, atol: float,
-                      certify_largest: bool = False) -> int:
+                     certify_largest: bool = False, floor: float = -math.inf) -> int:
     """Certify classifiers, largest upper bound first, until ``max upper - max lower <= tol * max upper``.
 
     ``value``/``lower`` (classifiers,) are updated in place by ``certify(k, dominated_below)``; only
     the maximum needs a certificate: a classifier whose upper bound is below the best lower bound
     cannot be the worst, so its solve may stop there (its ``lower`` then stays NaN).
     ``certify_largest``: also until the classifier with the largest upper bound has its own interval
-    (it is then used on its own: the search's start). Returns how many classifiers were certified here."""
+    (it is then used on its own: the search's start). ``floor``: only a classifier above it matters
+    (the search's acceptance threshold): nothing is certified once every upper bound is at most
+    ``floor``, and a solve stops as soon as its upper bound falls to ``floor``. Returns how many
+    classifiers were certified here."""
     done = 0
     while True:
         upper = float(value.max())
         best_lower = float(np.nanmax(lower)) if np.isfinite(lower).any() else 0.0
         k = int(value.argmax())
+        if upper <= floor:
+            return done  # no classifier can matter: their values need no certificate
         closed = upper <= atol or upper - best_lower <= tol * upper
         if closed and (certified[k] or not certify_largest or not math.isfinite(upper)):
             return done
         if certified[k]:
             return done  # the worst classifier's own interval did not close (max_lp): its gap is reported
-        # solved until its interval closes, or (for the maximum's value alone) until its upper bound
-        # falls to the best lower bound: then it cannot be the worst
-        certify(k, -math.inf if certify_largest else best_lower)
+        # solved until its interval closes, or until its upper bound falls to the best lower bound
+        # (it cannot be the worst) or to the floor (it cannot matter); without a floor, the search's
+        # start (certify_largest) is solved to the end
+        below = max(best_lower, floor) if math.isfinite(floor) else (-math.inf if certify_largest else best_lower)
+        certify(k, below)
         certified[k] = True  # settled: closed, or dominated
         done += 1
 
@@ -192,9 +199,13 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
                                aimed_b[:, first : first + chunk].reshape(-1, prep.n_classes))
             group = part.W.shape[0] // heads
             # the local estimator's values first; on two classes the largest are then certified, as
-            # for d_worst, so that the choice of the search's start rests on values within tol
-            result, finite, evaluated = search.evaluate(part, None, settings, True, group, certify=False)
-            if ctx.solver.certifies(prep.n_classes):
+            # for d_worst, so that the choice of the search's start rests on values within tol. Two
+            # classes skip the soft-label fit: its values are only upper bounds to choose what to
+            # certify, and each certificate's smooth start replaces it (the fit cost 5.5 of 12 CPU s
+            # of a real pair's search at N = 2,000, and grows with N times the classifiers)
+            certified = ctx.solver.certifies(prep.n_classes)
+            result, finite, evaluated = search.evaluate(part, None, settings, not certified, group, certify=False)
+            if certified:
                 for slot in range(heads):
                     members = np.arange(slot * group, (slot + 1) * group)
                     values = result.value[members].nan_to_num(nan=-math.inf).cpu().numpy()
@@ -204,10 +215,17 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
                         search.certify(evaluated, result, [members[k]], group, dominated_below)
                         values[k], lowers[k] = float(result.value[members[k]]), float(result.lower[members[k]])
 
+                    # a classifier that cannot beat the acceptance threshold cannot replace the start:
+                    # its solve stops there, which decides as the full solve would
+                    threshold = float(value[slot]) * (1 + settings.search_accept_rtol)
                     close_worst_case(values, lowers, np.zeros(group, dtype=bool), certify, settings.tol, settings.atol,
-                                      certify_largest=True)
+                                     certify_largest=True, floor=threshold)
             observe(result.value, torch.linalg.matrix_norm(part.W, ord=2), finite, group)
-            values = result.value.nan_to_num(nan=-math.inf).reshape(heads, group)
+            values = result.value.nan_to_num(nan=-math.inf)
+            if result.stop is not None:  # a solve stopped at a threshold never wins (its value is a bound)
+                dominated = torch.tensor([stop == "dominated" for stop in result.stop], device=values.device)
+                values = torch.where(dominated, torch.full_like(values, -math.inf), values)
+            values = values.reshape(heads, group)
             top = values.max(dim=1)
             pick = torch.arange(heads, device=values.device) * group + top.indices
             better = top.values > value * (1 + settings.search_accept_rtol)

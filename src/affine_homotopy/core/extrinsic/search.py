@@ -31,10 +31,11 @@ class WorstCaseSearch:
 
     One instance per source ``i``; heads are its targets ``others``. Target-side products run on the
     stack of all targets' representations (``Y`` (K, N, Dmax), one batched product per step); the
-    inner values come from the source's :class:`FixedClassifierSolver` for all heads at once,
-    warm-started (certified on two-class tasks: a step is then judged on exact values, and accepted
-    only when it raises the value by more than ``search_accept_rtol``, far above their tolerance, so
-    that the path does not depend on the last bits of the inputs).
+    inner values come from the source's :class:`FixedClassifierSolver` for all heads at once, each
+    started from the map of the classifier it steps from (certified on two-class tasks: a step is
+    then judged on exact values, and accepted only when it raises the value by more than
+    ``search_accept_rtol``, far above their tolerance, so that the path does not depend on the last
+    bits of the inputs).
     """
 
     def __init__(self, Z: torch.Tensor, Y: torch.Tensor, y_mean: torch.Tensor, y_scale: torch.Tensor,
@@ -66,10 +67,12 @@ class WorstCaseSearch:
                  dominated_below: float | np.ndarray = -math.inf):
         """The fixed-classifier values of each classifier (``group`` per head); NaN for a non-finite one.
 
+        ``warm``: a map (A, c) to start every head from too (the one of the classifier it steps from).
         Returns ``(result, finite)``, and with ``certify=False`` also the heads' problems, so that
         :meth:`certify` can close chosen heads later (two classes). ``dominated_below`` (per head):
-        a certified head stops once its upper bound is at most this (its value is then that upper
-        bound, its lower bound NaN)."""
+        the acceptance threshold; a certified head stops once its upper bound is at most this (its
+        value is then that upper bound, its lower bound NaN), and its LPs decide that question first
+        (:meth:`FixedClassifierSolver.certify`, ``searched``)."""
         logits = self.logits(clf, group)
         finite = torch.isfinite(logits).all(dim=(0, 2))
         logits = torch.where(finite[None, :, None], logits, torch.zeros_like(logits))
@@ -85,7 +88,7 @@ class WorstCaseSearch:
             starts["warm"] = warm
         problems = Heads(torch.softmax(logits, dim=2), starts)
         result = self.solver.solve(problems, self._targets(group), self._labels(group), settings, soft_label,
-                                   certify_heads=certify, warm=warm is not None, dominated_below=dominated_below)
+                                   certify_heads=certify, searched=True, dominated_below=dominated_below)
         result.value = torch.where(finite, result.value, torch.full_like(result.value, math.nan))
         if certify:
             return result, finite
@@ -100,7 +103,7 @@ class WorstCaseSearch:
     def certify(self, problems: Heads, result: HeadResult, heads: list[int], group: int,
                 dominated_below: float = -math.inf) -> None:
         """Certify chosen heads of an :meth:`evaluate` result made with ``certify=False``."""
-        self.solver.certify(problems, result, heads, self._targets(group), self._labels(group),
+        self.solver.certify(problems, result, heads, self._targets(group), self._labels(group), searched=True,
                             dominated_below=dominated_below)
 
     def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> Classifiers:
@@ -189,7 +192,8 @@ class WorstCaseSearch:
             candidate, norms = self.step(current, direction, length, radius)
             threshold = best["value"] * (1 + settings.search_accept_rtol)
             # certified: a step whose upper bound falls to the acceptance threshold is rejected
-            # whatever its exact value, so its LPs stop there (the same decisions, fewer LPs)
+            # whatever its exact value, so its LPs settle that question first and stop there (the
+            # same decisions, fewer LPs)
             result, finite = self.evaluate(candidate, (best["A"], best["c"]), step_settings, soft_label=False,
                                            dominated_below=threshold.cpu().numpy() if certified else -math.inf)
             observe(result.value, norms, finite)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .bounds import tightness_summary, worst_case_summary
-from .result import ExtrinsicResult
+
+if TYPE_CHECKING:  # an annotation only: the extrinsic_summary job needs neither torch nor the engine
+    from .result import ExtrinsicResult
 
 log = logging.getLogger(__name__)
 

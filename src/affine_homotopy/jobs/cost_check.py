@@ -1,0 +1,221 @@
+"""The cost model against a finished run: each job's benchmark file and cost record, per rule, beside
+the projection of the run's config (``python -m benchmarks.cost_model check results/<run>``).
+
+Every workflow job has a Snakemake benchmark file ``results/<run>/benchmarks/<name>.tsv``, named as
+its log ``results/<run>/logs/<name>.log`` is (``job_log`` and ``job_benchmark`` in
+workflow/rules/common.smk). Of its columns, ``s`` is the job's wall time, interpreter start-up
+included, and ``cpu_time`` the user + system CPU seconds of the job's processes as Snakemake samples
+them: every 0.5 s for the first 15 s, then every 30 s, so a job that runs longer than 15 s can lose
+up to 30 s of CPU at its end. Hence the job's own count: when its work ends, the runner writes the
+job's cost record beside the benchmark file (``<name>.json``, :func:`write_job_record`), with its
+rule and wildcards, the fingerprint of the config it ran under (the provenance record's
+:func:`~affine_homotopy.jobs.provenance.config_hash`) and its process CPU seconds counted exactly:
+before its work (interpreter, Snakemake's script preamble, imports), of its work, and in total.
+
+:func:`read_run` reads every benchmark file with its record and refuses a record of another config
+than the run's (``config_sha256`` of ``provenance.json``) and a benchmark file without a record;
+:func:`compare` sets the measured CPU per rule beside the projection
+(:func:`affine_homotopy.jobs.resources.job_projection`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import resource
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError
+
+LOG_DIR, BENCHMARK_DIR = "logs", "benchmarks"
+# the share by which a rule's measured CPU may differ from its projection and still count as within it
+TOLERANCE = 0.25
+
+
+def job_record_path(log_path: str | os.PathLike[str]) -> Path | None:
+    """Where a job writes its cost record: its log's path with the last ``logs`` folder replaced by
+    ``benchmarks`` and the suffix ``.json`` (beside the benchmark file ``<name>.tsv``); None for a
+    log outside a ``logs`` folder."""
+    parts = Path(log_path).parts
+    if LOG_DIR not in parts[:-1]:
+        return None
+    at = len(parts) - 1 - parts[::-1].index(LOG_DIR)
+    return Path(*parts[:at], BENCHMARK_DIR, *parts[at + 1:]).with_suffix(".json")
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (all its threads) and of its children that ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def write_job_record(log_path: str | os.PathLike[str], rule: str, wildcards: Mapping[str, Any],
+                     config: Mapping[str, Any], startup_cpu: float, work_cpu: float, work_wall: float,
+                     threads: int) -> Path | None:
+    """Write the job's cost record (see the module docstring); called by the runner when the work ends."""
+    from .io import write_json
+    from .provenance import config_hash
+
+    path = job_record_path(log_path)
+    if path is None:
+        return None
+    write_json(path, {"rule": rule, "wildcards": dict(wildcards), "config_sha256": config_hash(config),
+                      "cpu_seconds": round(process_cpu_seconds(), 3), "startup_cpu_seconds": round(startup_cpu, 3),
+                      "work_cpu_seconds": round(work_cpu, 3), "work_wall_seconds": round(work_wall, 3),
+                      "threads": int(threads), "load_1min": round(os.getloadavg()[0], 2),
+                      "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    return path
+
+
+@dataclass(frozen=True)
+class JobMeasurement:
+    """One job's benchmark file and cost record."""
+
+    rule: str
+    benchmark: Path
+    wildcards: Mapping[str, Any]
+    cpu_seconds: float  # the record's exact count: start-up and work
+    startup_cpu_seconds: float
+    wall_seconds: float  # the benchmark file's ``s``
+    sampled_cpu_seconds: float  # the benchmark file's ``cpu_time`` (NaN where Snakemake wrote NA)
+    load_1min: float  # the machine's load average when the job ended
+
+
+def read_benchmark_file(path: str | os.PathLike[str]) -> dict[str, float]:
+    """The first record of a Snakemake benchmark TSV: ``s`` and ``cpu_time`` (NaN for NA), ``max_rss``."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    if not rows or not {"s", "cpu_time"} <= set(rows[0]):
+        raise DataError(f"{path} is not a Snakemake benchmark file: it needs a header with the columns s and "
+                        f"cpu_time and one record. Fix: rerun the job (snakemake --forcerun <its rule>)")
+
+    def number(text: str | None) -> float:
+        try:
+            return float(text) if text not in (None, "", "NA", "-") else math.nan
+        except ValueError:
+            return math.nan
+
+    return {key: number(rows[0].get(key)) for key in ("s", "cpu_time", "max_rss")}
+
+
+def run_fingerprint(run: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+    """The config fingerprint and the config of a finished run, from its ``provenance.json``."""
+    path = Path(run) / "provenance.json"
+    if not path.is_file():
+        raise DataError(f"{run} is not a finished run: it has no provenance.json, which holds the run's config "
+                        f"and its fingerprint. Fix: finish the run (snakemake --cores N) or name another folder")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    return record["config_sha256"], record["config"]
+
+
+@dataclass(frozen=True)
+class RunMeasurements:
+    fingerprint: str
+    config: dict[str, Any]
+    jobs: list[JobMeasurement]
+    logged_rules: set[str]  # the rules whose jobs left an environment record beside their logs
+
+
+def read_run(run: str | os.PathLike[str]) -> RunMeasurements:
+    """Every benchmark file of a finished run with its cost record, checked against the run's config.
+
+    Raises :class:`~affine_homotopy.errors.DataError` naming the file for a benchmark file without its
+    record, and for a record whose config fingerprint is not the run's (naming both fingerprints)."""
+    run = Path(run)
+    fingerprint, config = run_fingerprint(run)
+    jobs = []
+    for tsv in sorted((run / BENCHMARK_DIR).rglob("*.tsv")):
+        record_file = tsv.with_suffix(".json")
+        if not record_file.is_file():
+            raise DataError(f"{tsv} has no cost record beside it ({record_file.name}), so neither its rule nor the "
+                            f"config it ran under is known. Fix: rerun its job (snakemake --forcerun <its rule>)")
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+        if record["config_sha256"] != fingerprint:
+            raise DataError(f"{tsv} was measured under another config than the run's: its record {record_file.name} "
+                            f"has the config fingerprint {record['config_sha256']}, {run / 'provenance.json'} has "
+                            f"{fingerprint}. Fix: rerun that job under this config (snakemake --forcerun "
+                            f"{record['rule']}), or check the run of that config")
+        bench = read_benchmark_file(tsv)
+        jobs.append(JobMeasurement(record["rule"], tsv, record.get("wildcards", {}), float(record["cpu_seconds"]),
+                                   float(record["startup_cpu_seconds"]), bench["s"], bench["cpu_time"],
+                                   float(record.get("load_1min", math.nan))))
+    logged = set()
+    for path in (run / LOG_DIR).rglob("*.env.json"):
+        logged.add(json.loads(path.read_text(encoding="utf-8"))["rule"])
+    return RunMeasurements(fingerprint, config, jobs, logged)
+
+
+@dataclass(frozen=True)
+class RuleComparison:
+    """One rule's projected and measured CPU seconds (sums over its jobs)."""
+
+    rule: str
+    jobs_projected: int
+    jobs_measured: int
+    projected: float  # NaN: the cost model does not project this rule
+    measured: float
+    startup_measured: float
+    wall_measured: float
+    sampled_measured: float
+
+    @property
+    def ratio(self) -> float:
+        """Measured over projected CPU seconds."""
+        return self.measured / self.projected if self.projected > 0 else math.nan
+
+    @property
+    def within(self) -> bool:
+        return bool(abs(self.ratio - 1.0) <= TOLERANCE)
+
+
+def missing_benchmarks(planned: Mapping[str, int], measured: RunMeasurements) -> list[str]:
+    """The rules with planned jobs or logged jobs and not a single benchmark file."""
+    with_files = {job.rule for job in measured.jobs}
+    expected = {rule for rule, jobs in planned.items() if jobs} | measured.logged_rules
+    return sorted(expected - with_files)
+
+
+def compare(projected: Mapping[str, tuple[int, float]], measured: Sequence[JobMeasurement]) -> list[RuleComparison]:
+    """Per rule (projected ones first, in their order, then the others by name) and a ``total`` row.
+
+    ``projected``: rule -> (jobs, CPU seconds of all of them; NaN where the rule is not projected).
+    The total row sums the rules that have both a projection and measurements."""
+    by_rule: dict[str, list[JobMeasurement]] = {}
+    for job in measured:
+        by_rule.setdefault(job.rule, []).append(job)
+    rows = []
+    for rule in [*projected, *sorted(set(by_rule) - set(projected))]:
+        jobs = by_rule.get(rule, [])
+        count, seconds = projected.get(rule, (0, math.nan))
+        rows.append(RuleComparison(
+            rule, count, len(jobs), seconds, sum(j.cpu_seconds for j in jobs), sum(j.startup_cpu_seconds for j in jobs),
+            sum(j.wall_seconds for j in jobs), sum(j.sampled_cpu_seconds for j in jobs)))
+    both = [r for r in rows if r.jobs_measured and not math.isnan(r.projected)]
+    rows.append(RuleComparison("total", sum(r.jobs_projected for r in both), sum(r.jobs_measured for r in both),
+                               sum(r.projected for r in both), sum(r.measured for r in both),
+                               sum(r.startup_measured for r in both), sum(r.wall_measured for r in both),
+                               sum(r.sampled_measured for r in both)))
+    return rows
+
+
+def comparison_table(rows: Sequence[RuleComparison]) -> str:
+    """The comparison as plain text, one line per rule."""
+    head = (f"{'rule':30s} {'jobs':>9s} {'projected CPU s':>16s} {'measured CPU s':>15s} {'per job proj/meas':>18s} "
+            f"{'ratio':>6s} {f'within {TOLERANCE:.0%}':>11s} {'start-up s':>11s} {'sampled s':>10s} {'wall s':>8s}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        jobs = f"{r.jobs_measured}/{r.jobs_projected}" if r.jobs_projected else f"{r.jobs_measured}/-"
+        projected = f"{r.projected:16.1f}" if not math.isnan(r.projected) else f"{'not projected':>16s}"
+        per_job = (f"{r.projected / r.jobs_projected:8.2f}/{r.measured / r.jobs_measured:<9.2f}"
+                   if r.jobs_projected and r.jobs_measured and not math.isnan(r.projected) else f"{'-':>18s}")
+        ratio = f"{r.ratio:6.2f}" if not math.isnan(r.ratio) else f"{'-':>6s}"
+        within = ("yes" if r.within else "no") if not math.isnan(r.ratio) else "-"
+        lines.append(f"{r.rule:30s} {jobs:>9s} {projected} {r.measured:15.1f} {per_job:>18s} {ratio} {within:>11s} "
+                     f"{r.startup_measured:11.1f} {r.sampled_measured:10.1f} {r.wall_measured:8.1f}")
+    return "\n".join(lines)

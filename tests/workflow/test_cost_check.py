@@ -1,0 +1,232 @@
+"""The cost model against a run (affine_homotopy.jobs.cost_check, `python -m benchmarks.cost_model check`):
+every rule has a benchmark file named as its log, each job's cost record lands beside it, and the check
+reads synthetic runs in tmp_path: it names the rules without benchmark files, refuses a benchmark file
+measured under another config, and its arithmetic matches an independent computation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from affine_homotopy.errors import DataError
+from affine_homotopy.jobs import cost_check
+from affine_homotopy.jobs.cost_check import (
+    TOLERANCE, compare, job_record_path, missing_benchmarks, read_benchmark_file, read_run, write_job_record,
+)
+from affine_homotopy.jobs.provenance import config_hash
+
+from tests.helpers import DEMO, PAPER, REPO, SCHEMA, job_counts, snakemake
+
+# Snakemake's benchmark header (snakemake.benchmark.BenchmarkRecord.get_header) and a record of it
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
+
+
+def test_a_job_record_lands_beside_its_benchmark_file() -> None:
+    assert job_record_path("results/demo/logs/intrinsic/sentiment_layer1.log") == Path(
+        "results/demo/benchmarks/intrinsic/sentiment_layer1.json")
+    assert job_record_path("results/demo/logs/correlate.log") == Path("results/demo/benchmarks/correlate.json")
+    # the last logs folder is the run's: a run_name or a folder above it may be called logs too
+    assert job_record_path("/x/logs/results/logs/logs/a.log") == Path("/x/logs/results/logs/benchmarks/a.json")
+    assert job_record_path("/tmp/intrinsic.log") is None  # a job run outside the workflow writes none
+
+
+def test_every_rule_with_a_script_has_a_benchmark_file_named_as_its_log() -> None:
+    """What lets the check find each job's record: job_benchmark(name) beside job_log(name), same name."""
+    checked, scripts = 0, 0
+    for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        scripts += len(re.findall(r"^\s+script:$", path.read_text(), re.M))
+        for block in re.split(r"(?m)^[ \t]*(?=(?:local)?rule \w+:)", path.read_text())[1:]:
+            rule = re.match(r"(?:local)?rule (\w+):", block)[1]
+            if "script:" not in block:
+                continue
+            logs = re.findall(r'log:\s*\n\s*job_log\("([^"]+)"\)', block)
+            benchmarks = re.findall(r'benchmark:\s*\n\s*job_benchmark\("([^"]+)"\)', block)
+            assert logs and logs == benchmarks, f"{path.name}: rule {rule}: log {logs} and benchmark {benchmarks}"
+            checked += 1
+    assert checked == scripts > 20  # every rule with a script was found
+
+
+def write_benchmark(path: Path, seconds: float, cpu_time: float | str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{HEADER}\n{seconds}\t0:00:01\t100.0\t200.0\t90.0\t95.0\t0.1\t0.2\t50.0\t{cpu_time}\n")
+
+
+def write_run(root: Path, config: dict, jobs: list[tuple[str, str, float, float]], job_config: dict | None = None,
+              benchmark: bool = True) -> Path:
+    """A finished run's folder: provenance.json, and per job (rule, name, startup CPU, total CPU) its
+    environment record, its cost record (written as the runner writes it) and its benchmark file."""
+    run = root / "results" / config["run_name"]
+    run.mkdir(parents=True)
+    (run / "provenance.json").write_text(json.dumps({"config_sha256": config_hash(config), "config": config}))
+    for rule, name, startup, total in jobs:
+        log = run / "logs" / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.with_suffix(".env.json").write_text(json.dumps({"rule": rule}))
+        write_job_record(log, rule, {"task": "t"}, job_config or config, startup, total - startup, 1.0, 1)
+        record = job_record_path(log)
+        data = json.loads(record.read_text())
+        data["cpu_seconds"] = total  # this process's own CPU stands in for the job's: set the count
+        record.write_text(json.dumps(data))
+        if benchmark:
+            write_benchmark(run / "benchmarks" / f"{name}.tsv", 2.0 * total, "NA" if total < 1 else total - 0.5)
+    return run
+
+
+CONFIG = {"run_name": "toy", "encoders": {"a": {"source": "path"}}, "seed": 0}
+JOBS = [("intrinsic", "intrinsic/t_layer1", 1.0, 10.0), ("intrinsic", "intrinsic/t_layer2", 1.5, 14.0),
+        ("probe", "probe/a_t", 2.0, 6.0), ("correlate", "correlate", 0.5, 0.75)]
+
+
+def test_the_comparison_matches_an_independent_computation(tmp_path: Path) -> None:
+    measured = read_run(write_run(tmp_path, CONFIG, JOBS))
+    assert measured.fingerprint == config_hash(CONFIG) and len(measured.jobs) == 4
+    projected = {"intrinsic": (2, 20.0), "probe": (1, 4.0), "correlate": (1, math.nan), "extrinsic": (2, 9.0)}
+    rows = {row.rule: row for row in compare(projected, measured.jobs)}
+    assert list(rows) == ["intrinsic", "probe", "correlate", "extrinsic", "total"]
+    # intrinsic: (10 + 14) / 20 = 1.2, within 25 %; probe: 6 / 4 = 1.5, not
+    assert (rows["intrinsic"].measured, rows["intrinsic"].startup_measured) == (24.0, 2.5)
+    assert rows["intrinsic"].ratio == pytest.approx(24.0 / 20.0) and rows["intrinsic"].within
+    assert rows["probe"].ratio == pytest.approx(1.5) and not rows["probe"].within
+    assert rows["intrinsic"].wall_measured == pytest.approx(2.0 * 24.0)  # the benchmark files' s
+    assert rows["intrinsic"].sampled_measured == pytest.approx(24.0 - 1.0)  # and their cpu_time
+    assert math.isnan(rows["correlate"].ratio) and math.isnan(rows["correlate"].sampled_measured)  # cpu_time NA
+    assert (rows["extrinsic"].jobs_projected, rows["extrinsic"].jobs_measured) == (2, 0)
+    # the total: the rules with both a projection and measurements (intrinsic, probe)
+    assert (rows["total"].projected, rows["total"].measured) == (24.0, 30.0)
+    assert rows["total"].ratio == 1.25 and rows["total"].within  # the bound itself counts as within
+    assert TOLERANCE == 0.25
+    table = cost_check.comparison_table(list(rows.values()))
+    assert re.search(r"^intrinsic\s+2/2\s+20\.0\s+24\.0\s+10\.00/12\.00\s+1\.20\s+yes", table, re.M), table
+    assert re.search(r"^probe\s+1/1\s+4\.0\s+6\.0\s+4\.00/6\.00\s+1\.50\s+no", table, re.M), table
+    assert re.search(r"^correlate\s+1/1\s+not projected\s+0\.8\s+-\s+-\s+-", table, re.M), table
+
+
+def test_the_benchmark_file_reads_na_as_nan_and_refuses_another_file(tmp_path: Path) -> None:
+    write_benchmark(tmp_path / "a.tsv", 3.5, "NA")
+    values = read_benchmark_file(tmp_path / "a.tsv")
+    assert values["s"] == 3.5 and math.isnan(values["cpu_time"]) and values["max_rss"] == 100.0
+    (tmp_path / "b.tsv").write_text("seconds\tcpu\n1\t2\n")
+    with pytest.raises(DataError, match=r"b\.tsv is not a Snakemake benchmark file"):
+        read_benchmark_file(tmp_path / "b.tsv")
+
+
+def test_a_benchmark_file_of_another_config_is_refused_naming_the_file_and_both_fingerprints(tmp_path: Path) -> None:
+    other = {**CONFIG, "seed": 1}
+    run = write_run(tmp_path, CONFIG, JOBS[:1], job_config=other)
+    with pytest.raises(DataError) as refused:
+        read_run(run)
+    message = str(refused.value)
+    assert str(run / "benchmarks" / "intrinsic" / "t_layer1.tsv") in message
+    assert config_hash(other) in message and config_hash(CONFIG) in message
+    assert "another config" in message
+
+
+def test_a_benchmark_file_without_its_record_is_refused(tmp_path: Path) -> None:
+    run = write_run(tmp_path, CONFIG, JOBS[:1])
+    job_record_path(run / "logs" / "intrinsic" / "t_layer1.log").unlink()
+    with pytest.raises(DataError, match=r"t_layer1\.tsv has no cost record beside it"):
+        read_run(run)
+
+
+def test_a_folder_that_is_not_a_finished_run_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"is not a finished run: it has no provenance\.json"):
+        read_run(tmp_path)
+
+
+def test_the_check_names_the_rules_without_benchmark_files(tmp_path: Path, capsys, monkeypatch) -> None:
+    from benchmarks import cost_model
+
+    run = write_run(tmp_path, CONFIG, JOBS, benchmark=False)
+    measured = read_run(run)
+    assert measured.jobs == [] and measured.logged_rules == {"intrinsic", "probe", "correlate"}
+    assert missing_benchmarks({"intrinsic": 2, "extrinsic": 2, "embed": 0}, measured) == [
+        "correlate", "extrinsic", "intrinsic", "probe"]
+    monkeypatch.setattr("affine_homotopy.jobs.resources.planned_jobs", lambda config: {"intrinsic": 2, "extrinsic": 2})
+    with pytest.raises(SystemExit) as stop:
+        cost_model.check(argparse.Namespace(run=run))
+    assert stop.value.code == 2
+    said = capsys.readouterr().out
+    assert f"{run} has no benchmark files" in said and "correlate, extrinsic, intrinsic, probe" in said
+    # only one rule lacks them: the table, then that rule named
+    write_run(tmp_path / "partial", CONFIG, JOBS[:1])
+    partial = read_run(tmp_path / "partial" / "results" / "toy")
+    assert missing_benchmarks({"intrinsic": 2, "extrinsic": 2}, partial) == ["extrinsic"]
+
+
+@pytest.fixture
+def restore_job_state(monkeypatch):
+    """runner.run configures the root logger, switches the hub off and sets torch's threads: undo it."""
+    import logging
+    import sys
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch else None
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:], root.level = handlers, level
+    logging.captureWarnings(False)
+    if torch:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("restore_job_state")
+def test_the_runner_writes_the_record_with_the_config_fingerprint(tmp_path: Path) -> None:
+    from affine_homotopy.jobs import runner
+
+    log = tmp_path / "results" / "toy" / "logs" / "probe" / "a_t.log"
+    log.parent.mkdir(parents=True)
+    job = SimpleNamespace(rule="probe", log=[str(log)], threads=1, config=CONFIG,
+                          wildcards=SimpleNamespace(items=lambda: {"encoder": "a", "task": "t"}.items()))
+    busy = lambda _: sum(i * i for i in range(300_000))  # noqa: E731
+    runner.run(job, busy)
+    record = json.loads((tmp_path / "results" / "toy" / "benchmarks" / "probe" / "a_t.json").read_text())
+    assert record["rule"] == "probe" and record["wildcards"] == {"encoder": "a", "task": "t"}
+    assert record["config_sha256"] == config_hash(CONFIG)
+    assert record["work_cpu_seconds"] > 0 and record["startup_cpu_seconds"] > 0
+    # the total is the start-up and the work (and the record's own writing)
+    assert record["startup_cpu_seconds"] + record["work_cpu_seconds"] <= record["cpu_seconds"] + 1e-3
+    assert record["cpu_seconds"] - record["startup_cpu_seconds"] - record["work_cpu_seconds"] < 0.5
+
+
+def test_the_projection_per_rule_is_start_up_plus_work() -> None:
+    """job_projection against its parts, computed here: start-up per job times the jobs, plus the
+    pairwise stages (study_projection) or the embed forward pass."""
+    from affine_homotopy.jobs.cost import job_costs
+    from affine_homotopy.jobs.resources import encoder_width, job_projection, planned_jobs, study_projection, task_size
+    from affine_homotopy.study.validation import check_config
+
+    config = check_config(yaml.safe_load(DEMO.read_text()), SCHEMA)
+    costs, jobs = job_costs(), planned_jobs(config)
+    projection, work = job_projection(config), study_projection(config).rules
+    assert jobs["embed"] == 4 and jobs["derive"] == 12 and jobs["probe"] == 14 and jobs["intrinsic"] == 6
+    for rule in ("intrinsic", "extrinsic", "probe", "rank_deficiency", "correlate", "derive"):
+        assert projection[rule] == (jobs[rule], pytest.approx(jobs[rule] * costs.startup[rule] + work.get(rule, 0.0)))
+    width = encoder_width("minilm", config["encoders"])
+    forward = sum(costs.embed_load + task_size(spec, split) * costs.embed_example * (width / 384) ** costs.embed_d_exponent
+                  for spec in config["tasks"].values() for split in ("train", "dev"))
+    assert projection["embed"][1] == pytest.approx(4 * costs.startup["embed"] + forward)
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("config", [DEMO, PAPER], ids=["demo", "paper"])
+def test_the_planned_jobs_are_the_jobs_snakemake_plans(tmp_path: Path, config: Path) -> None:
+    from affine_homotopy.jobs.resources import planned_jobs
+    from affine_homotopy.study.validation import check_config
+
+    planned = job_counts(snakemake("-n", "--configfile", str(config), workdir=tmp_path).stdout)
+    downloads = {rule for rule in planned if rule.startswith("download_")} | {"all", "total"}
+    expected = planned_jobs(check_config(yaml.safe_load(config.read_text()), SCHEMA))
+    assert expected == {rule: count for rule, count in planned.items() if rule not in downloads}
