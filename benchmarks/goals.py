@@ -9,7 +9,7 @@ Run from the repository root::
 Every measurement is a row of ``benchmarks/goal_measurements.csv`` (goal, value, unit, date, commit,
 1-minute load average, machine, what was measured), appended by the script that measured it:
 :mod:`benchmarks.daff_passes` (``daff_passes``: the most passes of any pair at N = 67,349),
-:mod:`benchmarks.search_cost` (``search_ratio``, ``search_stability``), ``cost_model project``
+:mod:`benchmarks.worst_search_budget` (``search_ratio``, ``search_stability``), ``cost_model project``
 (``paper_projection``), ``cost_model check`` (``cost_check_demo``, ``cost_check_real_models``: the
 largest per-rule deviation), and ``time`` here (``suite``, ``demo``: the wall seconds of a command).
 The table shows the newest row of each goal; goals with no row say so.

@@ -241,10 +241,10 @@ def tiny_config(tiny_models: dict[str, Path], **overrides: Any) -> dict[str, Any
         "layers": [1, 2],
         "embedding": {"batch_size": 32},
         "probe": {"l2_grid": [0.01, 0.1], "max_iter": 200},
-        # every extrinsic measure (d_worst_search is opt-in), so that the end-to-end run checks them all;
-        # d_worst over 3 random-label probes per encoder besides the task probe, and a search of 2 aimed
-        # classifiers and 2 ascent steps per pair: the defaults (100 probes, 16 and 10) make the extrinsic
-        # and probe jobs the tiny study's dearest, and no check needs more than a few of each
+        # every extrinsic measure (the default selection, spelled out), so that the end-to-end run checks
+        # them all; d_worst over 3 random-label probes per encoder besides the task probe, and a search of
+        # 2 aimed classifiers and 2 ascent steps per pair: the defaults (100 probes, 4 and 3) make the
+        # extrinsic and probe jobs the tiny study's dearest, and no check needs more than a few of each
         "extrinsic": {"max_iter": 100, "measures": ["d_psi", "d_worst", "d_worst_search"], "n_random_classifiers": 3,
                       "worst_search": {"candidates": 2, "steps": 2}},
     }

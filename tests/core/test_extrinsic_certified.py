@@ -149,6 +149,36 @@ def test_a_dominated_stop_decides_as_the_full_solve(name) -> None:
             assert (stopped.lower, stopped.upper, stopped.lps) == (full.lower, full.upper, full.lps)
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_deciding_at_the_threshold_agrees_with_the_full_solve(name) -> None:
+    """The search's LPs (no HiGHS scaling, levels held at the acceptance threshold until it is settled)
+    decide every threshold outside the full solve's interval as that interval does, and every
+    interval they return, stopped or closed, is a valid bound of the independent optimum."""
+    from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
+
+    X, Y, target_probe = case(name)
+    design = affine_family(X)
+    q = class_one(Y, target_probe)
+    target = BinaryTarget(q, 1 - q)
+    logit = np.log(np.clip(q, 1e-12, None)) - np.log(np.clip(1 - q, 1e-12, None))
+    start = np.linalg.lstsq(design, logit, rcond=None)[0]
+    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False)
+    ref_lo, ref_hi = reference_distance(X, q)
+    for factor in (0.5, 0.9, 0.999, 1.002, 1.1, 2.0):
+        threshold = factor * ref_lo
+        decided = certify(ChebyshevLP(design, scaled=False), target, [start], 1e-3, 1e-6, smooth=False,
+                          dominated_below=threshold, decide=True)
+        assert decided.upper >= ref_lo * (1 - 1e-7) - 1e-12, (threshold, decided)
+        if decided.stop == "dominated":
+            assert decided.upper <= threshold
+        else:  # above the threshold: closed to tol around the optimum, as the full solve
+            assert decided.stop in ("tol", "floor"), decided
+            assert decided.lower <= ref_hi * (1 + 1e-7) + 1e-12
+            assert decided.upper - decided.lower <= 1e-3 * decided.upper + 1e-12
+        if not full.lower <= threshold <= full.upper:
+            assert (decided.upper > threshold) == (full.upper > threshold), (threshold, decided, full)
+
+
 def test_brute_force_grid_on_a_one_dimensional_source() -> None:
     """For x in R^1 every map is u = a x + b: a fine grid's best value is at least the optimum."""
     X, Y, target_probe = case("one_dimensional")
@@ -211,6 +241,27 @@ def test_d_worst_is_the_largest_fixed_classifier_distance(small_study) -> None:
             gap = result.values.d_worst[i, j] - result.lower.d_worst[i, j]
             assert gap <= settings.tol * result.values.d_worst[i, j] + 1e-12
             assert result.values.d_psi[i, j] >= brackets[0][0] * (1 - 1e-7) - 1e-9  # the task probe alone
+
+
+def test_the_default_search_is_certified_and_at_least_d_worst(small_study) -> None:
+    """At the default budget every searched value is at least d_worst, and where the search found a
+    larger one, its interval closes to tol and brackets the independent optimum of its classifier."""
+    reps, probes, randoms = small_study
+    settings = ExtrinsicSettings()
+    result = extrinsic_distances(reps, probes, None, None, randoms, settings)
+    values, lower = result.values, result.lower
+    improved = 0
+    for (i, j), found in result.worst_case.searched.items():
+        assert values.d_worst_search[i, j] >= values.d_worst[i, j]
+        if found.value <= values.d_worst[i, j]:
+            continue
+        improved += 1
+        ref_lo, ref_hi = reference_distance(reps[i], class_one(reps[j], SoftmaxProbe(found.W, found.b, 0.0, 0)),
+                                            steps=30)
+        assert lower.d_worst_search[i, j] <= ref_hi * (1 + 1e-7) + 1e-9
+        assert values.d_worst_search[i, j] >= ref_lo * (1 - 1e-7) - 1e-9
+        assert values.d_worst_search[i, j] - lower.d_worst_search[i, j] <= settings.tol * values.d_worst_search[i, j]
+    assert improved  # on this study the default budget finds larger worst cases than d_worst's classifiers
 
 
 def _relative(a: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:

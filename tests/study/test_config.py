@@ -138,13 +138,14 @@ def test_renamed_key_names_the_new_one(tiny_models, schema_path) -> None:
 
 
 def test_extrinsic_selection_and_layers(tiny_models, schema_path) -> None:
-    """The defaults (d_psi and d_worst at every layer, the table layer the last) and the labels of a
-    chosen set of layers: in the order of `layers`, written as positions or labels."""
+    """The defaults (d_psi, d_worst and d_worst_search at every layer, the table layer the last) and the
+    labels of a chosen set of layers: in the order of `layers`, written as positions or labels."""
     from affine_homotopy.study.validation import extrinsic_layers, table_layer
     from affine_homotopy.core.measures import EXTRINSIC_DEFAULT_SELECTION, extrinsic_outputs, extrinsic_selection
 
     config = check(base_config(tiny_models), schema_path)
-    assert config["extrinsic"]["measures"] == list(EXTRINSIC_DEFAULT_SELECTION) == ["d_psi", "d_worst"]
+    assert config["extrinsic"]["measures"] == list(EXTRINSIC_DEFAULT_SELECTION) == [
+        "d_psi", "d_worst", "d_worst_search"]
     assert config["extrinsic"]["layers"] is None and extrinsic_layers(config) == ["layer1", "layer2"]
     assert table_layer(config) == "layer2"
     raw = base_config(tiny_models)

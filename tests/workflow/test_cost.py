@@ -37,8 +37,9 @@ def paper_config() -> dict:
         return check_config(yaml.safe_load(handle), SCHEMA)
 
 
-def projection_of(config: dict, k: int, n: int, n_layers: int = 2, copies: int = 0):
-    return project(config, {f"e{i}": D_REF for i in range(k)}, {"task": n}, n_layers, copies)
+def projection_of(config: dict, k: int, n: int, n_layers: int = 2, copies: int = 0, exact=frozenset({("e0", "e1")})):
+    """K encoders of width D_REF, one pair of them exact (so that every stage counts)."""
+    return project(config, {f"e{i}": D_REF for i in range(k)}, {"task": n}, n_layers, copies, exact_pairs=exact)
 
 
 def test_projection_grows_as_the_model_says(paper_config) -> None:
@@ -46,9 +47,12 @@ def test_projection_grows_as_the_model_says(paper_config) -> None:
     paper_config["intrinsic"]["measures"] = ["d_aff", "d_lin", "cka"]  # every stage counted
     paper_config["extrinsic"].update(measures=list(EXTRINSIC_MEASURES), layers=None)  # at every layer
     base = projection_of(paper_config, 4, N_REF)
-    # pairwise stages grow as K (K - 1), per-encoder stages as K
+    # pairwise stages grow as K (K - 1), per-encoder stages as K; the exact pair is counted apart
     double_k = projection_of(paper_config, 8, N_REF)
-    assert double_k.stages["d_aff"] / base.stages["d_aff"] == pytest.approx(8 * 7 / (4 * 3))
+    assert double_k.stages["d_aff"] / base.stages["d_aff"] == pytest.approx((8 * 7 - 1) / (4 * 3 - 1))
+    assert double_k.stages["d_psi"] / base.stages["d_psi"] == pytest.approx(8 * 7 / (4 * 3))
+    assert double_k.stages["d_aff_exact"] == pytest.approx(base.stages["d_aff_exact"])
+    assert base.stages["d_aff_exact"] > 0
     assert double_k.stages["task_probe"] / base.stages["task_probe"] == pytest.approx(2)
     # N enters through each stage's exponent, layers linearly
     double_n = projection_of(paper_config, 4, 2 * N_REF)
@@ -137,7 +141,7 @@ def test_the_probe_and_extrinsic_rules_run_at_the_extrinsic_layers(paper_config,
     assert part.stages["d_aff"] == every.stages["d_aff"] and part.total == pytest.approx(sum(part.stages.values()))
     # an explicit count (one job's layers, resources.projected_runtime) overrides the config's
     assert project(config, {f"e{i}": D_REF for i in range(4)}, {"task": N_REF}, n_layers,
-                   extrinsic_layers=n_layers).rules == pytest.approx(every.rules)
+                   extrinsic_layers=n_layers, exact_pairs={("e0", "e1")}).rules == pytest.approx(every.rules)
 
 
 def test_study_projection_runs_the_extrinsic_rules_at_the_extrinsic_layers(paper_config) -> None:
@@ -186,22 +190,25 @@ def toy_config(method: str = "sgd") -> dict:
 @pytest.mark.parametrize("method", ["sgd", "lbfgs"])
 def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) -> None:
     """3 encoders (widths 384, 768, 384), one task of N = 20,000, 2 layer positions, a grid of 4 copies:
-    every stage written out from the coefficients, T = a (N / 10,000)^b (D / 384)^c per unit."""
+    every stage written out from the coefficients, T = a (N / 10,000)^b (D / 384)^c per unit, a pair at
+    the geometric mean of its two widths."""
     widths, n, layers, copies = {"e0": 384, "e1": 768, "e2": 384}, 20_000, 2, 4
 
     def t(stage: str, d: int) -> float:
         a, b, c = STAGE_COSTS[stage].seconds_ref, STAGE_COSTS[stage].n_exponent, STAGE_COSTS[stage].d_exponent
         return a * 2.0**b * (d / 384) ** c  # N / N_REF = 2
 
-    pairs, wide = 6, 768  # 3 x 2 ordered pairs; the pairwise stages at the widest encoder
+    wide = 768  # the grid of copies at the widest encoder
+    mixed = math.sqrt(384 * 768)  # e0 <-> e1 and e2 <-> e1: four ordered pairs; e0 <-> e2 at 384
     per_encoder = lambda stage: t(stage, 384) + t(stage, 768) + t(stage, 384)  # noqa: E731
+    per_pair = lambda stage: 4 * t(stage, mixed) + 2 * t(stage, 384)  # noqa: E731
     task_probe_scale = (2 * 250) / (4 * 500)  # l2 grid x max_iter, against the measured 4 x 500
     random_scale = (10 * 2) / (20 * 4) if method == "sgd" else 40 / (20 * 4)  # epochs x rates, or L-BFGS iterations
     search_scale = (3 + 10) / 26  # steps + candidates, against the measured 26
-    intrinsic = layers * (per_encoder("factorise") + pairs * (t("d_aff", wide) + t("d_lin", wide) + t("baselines", wide)))
+    intrinsic = layers * (per_encoder("factorise") + per_pair("d_aff") + per_pair("d_lin") + per_pair("baselines"))
     probe = layers * (task_probe_scale * per_encoder("task_probe") + random_scale * 10 * per_encoder("random_probe"))
-    extrinsic = layers * (per_encoder("factorise") + pairs * t("d_psi", wide) + pairs * 10 * t("d_worst", wide)
-                          + search_scale * pairs * t("d_worst_search", wide))
+    extrinsic = layers * (per_encoder("factorise") + per_pair("d_psi") + 10 * per_pair("d_worst")
+                          + search_scale * per_pair("d_worst_search"))
     rank_deficiency = copies * t("factorise", wide) + copies * (copies - 1) * t("d_aff", wide)
     expected_hours = (intrinsic + probe + extrinsic + rank_deficiency) / 3600
 
@@ -214,4 +221,61 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
     config = toy_config(method)
     config["intrinsic"]["measures"] = ["d_aff", "d_iso", "cka"]
     without = project(config, widths, {"task": n}, layers, copies)
-    assert without.rules["intrinsic"] == pytest.approx(intrinsic - layers * pairs * t("d_lin", wide), rel=1e-12)
+    assert without.rules["intrinsic"] == pytest.approx(intrinsic - layers * per_pair("d_lin"), rel=1e-12)
+
+
+def test_the_exact_pairs_of_a_config_are_those_at_the_float_floor() -> None:
+    """affine_pairs names, from the config alone, the ordered pairs whose d_aff is at the float floor:
+    checked on the derived copies themselves (a random base of rank 12 in 16 dimensions; every derived
+    transform, a copy of a copy, and nested truncations), against a floor far below the other pairs."""
+    from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
+    from affine_homotopy.jobs.resources import affine_pairs, effective_widths
+    from affine_homotopy.models.derived import derive
+
+    encoders = {
+        "base": {"source": "package"},
+        "svd75": {"source": "derived", "base": "base", "transform": "svd_truncate", "fraction": 0.75},
+        "svd50": {"source": "derived", "base": "base", "transform": "svd_truncate", "fraction": 0.5},
+        "affine": {"source": "derived", "base": "base", "transform": "random_affine", "seed": 0},
+        "affine_svd50": {"source": "derived", "base": "affine", "transform": "svd_truncate", "fraction": 0.5},
+        "noise": {"source": "derived", "base": "base", "transform": "gaussian_noise", "sigma": 0.1, "seed": 0},
+    }
+    rng = np.random.default_rng(0)
+    base = (rng.standard_normal((1, 300, 12)) @ rng.standard_normal((12, 16))).astype(np.float32)
+    arrays = {"base": base}
+    for name, spec in encoders.items():  # bases come before their copies
+        if spec["source"] == "derived":
+            arrays[name] = derive(spec, arrays[spec["base"]], arrays[spec["base"]][:, :5], [1])[0]
+    names = list(encoders)
+    result = pairwise_intrinsic([arrays[n][0] for n in names], names, IntrinsicSettings(measures=("d_aff",)))
+    d_aff = result.matrices["d_aff"]
+    exact = affine_pairs(encoders)
+    scale = max(float(np.abs(a).max()) for a in arrays.values())
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if i != j:
+                assert (d_aff[i, j] <= 1e-4 * scale) == ((a, b) in exact), (a, b, d_aff[i, j])
+    assert ("svd75", "svd50") in exact and ("svd50", "svd75") not in exact and ("affine", "base") in exact
+    widths = effective_widths(encoders, {"base": 16})
+    assert widths == {"base": 16, "svd75": 12, "svd50": 8, "affine": 16, "affine_svd50": 8, "noise": 16}
+
+
+def test_the_demo_projection_costs_its_exact_pairs_and_truncated_copies_apart() -> None:
+    """The demo's 42 ordered pairs: 16 exact by construction (minilm and its affine image both ways,
+    either of them onto a truncation, a truncation onto a smaller one), the truncations at their ranks;
+    Figure 3's grid of one encoder at 4 levels: every copy onto a smaller level is exact."""
+    from affine_homotopy.jobs.resources import affine_pairs, effective_widths, rank_deficiency_grid, study_projection
+    from affine_homotopy.study.validation import check_config
+
+    with open("config/config.yaml") as handle:
+        config = check_config(yaml.safe_load(handle), SCHEMA)
+    encoders = config["encoders"]
+    exact = affine_pairs(encoders)
+    assert len(exact) == 16 and not any("noise" in pair[0] or "noise" in pair[1] for pair in exact)
+    ranks = effective_widths(encoders, dict.fromkeys(encoders, 384))
+    assert ranks["minilm_svd20"] == 77 and ranks["minilm_affine"] == ranks["minilm_noise"] == 384
+    levels = config["analysis"]["rank_deficiency"]["levels"]
+    copy_ranks, copy_exact = rank_deficiency_grid(config, {"minilm": 384})
+    assert len(copy_ranks) == len(levels) and len(copy_exact) == len(levels) * (len(levels) - 1) // 2
+    full_rank = project(config, dict.fromkeys(encoders, 384), {"t": 2000}, 3, len(levels))
+    assert 0 < study_projection(config).rules["intrinsic"] < full_rank.rules["intrinsic"]

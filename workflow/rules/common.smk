@@ -201,7 +201,7 @@ def matrix_paths(kind, name):
     return keyed(f"{RESULTS}/{kind}/{{task}}/{{layer}}/{name}.csv", task=TASKS, layer=layers)
 
 
-# The extrinsic measures extrinsic.measures selects (registry order; d_psi always, d_worst_search opt-in):
+# The extrinsic measures extrinsic.measures selects (registry order; d_psi always):
 # the extrinsic matrices the analysis correlates (Table 1, Figure 2, the layer trend)
 EXTRINSIC_MEASURES = list(extrinsic_selection(config))
 # every matrix the extrinsic job writes for that selection (extrinsic/<task>/<layer>/<name>.csv):

@@ -17,7 +17,7 @@ from affine_homotopy.jobs.runner import run
 
 
 def measures_line(settings, n_random):
-    """What the job computes, for its log: each selected measure with its budget, and the opt-in search."""
+    """What the job computes, for its log: each selected measure with its budget."""
     parts = ["d_psi (task probe)"]
     if "d_worst" in settings.measures:
         parts.append(f"d_worst (task probe and {n_random} random classifiers each)")
@@ -25,7 +25,7 @@ def measures_line(settings, n_random):
         parts.append(f"worst-case search d_worst_search ({settings.search_candidates} aimed classifiers and "
                      f"{settings.search_steps} ascent steps per pair)")
     else:
-        parts.append("worst-case search: not selected (opt-in: add d_worst_search to extrinsic.measures)")
+        parts.append("worst-case search: not selected (d_worst_search is not in extrinsic.measures)")
     return "; ".join(parts)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
@@ -58,6 +58,8 @@ class StageCost:
 STAGE_UNITS = {
     "factorise": "encoder",
     "d_aff": "ordered pair",
+    # a pair whose target is an affine image of its source by construction: the solver stops at its start
+    "d_aff_exact": "exact ordered pair",
     "d_lin": "ordered pair",
     "baselines": "ordered pair",
     "task_probe": "encoder layer",
@@ -65,7 +67,8 @@ STAGE_UNITS = {
     "d_psi": "ordered pair",
     # its rows mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target: hence its larger residual
     "d_worst": "random classifier of an ordered pair",
-    # an estimate (the search is opt-in): the local search's rows times one certified measurement's ratio
+    # an estimate: the local search's rows (16 aimed classifiers, 10 steps) times one certified measurement's
+    # ratio, scaled to the configured budget by (candidates + steps) / 26
     "d_worst_search": "ordered pair",
 }
 COEFFICIENTS_FILE = "cost_coefficients.json"
@@ -150,7 +153,7 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
 
 # the stages of the intrinsic rule (at every configured layer); the probe and extrinsic stages run at
 # the extrinsic layers (extrinsic.layers), the factorisation in both all-pairs rules
-INTRINSIC_RULE_STAGES = ("d_aff", "d_lin", "baselines")
+INTRINSIC_RULE_STAGES = ("d_aff", "d_aff_exact", "d_lin", "baselines")
 # the settings the coefficients were measured under; other settings scale the stages linearly
 MEASURED_SETTINGS = {"l2_grid": 4, "max_iter": 500, "epochs": 20, "learning_rates": 4, "search_work": 26}
 
@@ -177,10 +180,20 @@ class Projection:
                 f"{self.dominant_stage})")
 
 
+def pair_widths(names: Sequence[str], ranks: Mapping[str, int]) -> dict[tuple[str, str], float]:
+    """Ordered pair -> the width its pairwise stages are costed at: the geometric mean of the two
+    encoders' widths. The stages were measured on pairs of equal widths; a pair's work grows with the
+    source's width (its design) and the target's (the residuals), so the mean of their logarithms
+    stands for both."""
+    return {(a, b): math.sqrt(ranks[a] * ranks[b]) for a in names for b in names if a != b}
+
+
 def project(
     config: Mapping[str, Any], widths: Mapping[str, int], train_sizes: Mapping[str, int], n_layers: int,
     rank_deficiency_copies: int = 0, costs: Mapping[str, StageCost] | None = None,
-    extrinsic_layers: int | None = None,
+    extrinsic_layers: int | None = None, ranks: Mapping[str, int] | None = None,
+    exact_pairs: Collection[tuple[str, str]] = frozenset(),
+    rank_deficiency_grid: tuple[Mapping[str, int], Collection[tuple[str, str]]] | None = None,
 ) -> Projection:
     """Projected CPU time of a validated config (schema defaults filled in).
 
@@ -188,7 +201,13 @@ def project(
     per encoder (the intrinsic rule runs at each); ``extrinsic_layers``: positions the probe and
     extrinsic rules run at (None: ``len(extrinsic.layers)``, or ``n_layers`` when that is null);
     ``rank_deficiency_copies``: truncated copies in the rank-deficiency grid (group size times levels;
-    0 without it). Only the measures selected are counted: ``intrinsic.measures`` (``d_lin`` and the
+    0 without it). ``ranks``: encoder -> the width its pairwise stages work at (default ``widths``; an
+    SVD-truncated copy's rank: :func:`affine_homotopy.jobs.resources.effective_widths`), each ordered
+    pair costed at :func:`pair_widths`; ``exact_pairs``: ordered pairs whose target is an affine image of
+    the source by construction (:func:`affine_homotopy.jobs.resources.affine_pairs`), whose d_aff costs
+    the ``d_aff_exact`` stage; the extrinsic stages cost every pair alike. ``rank_deficiency_grid``:
+    (rank per truncated copy, its exact pairs), which replaces ``rank_deficiency_copies`` copies at
+    the largest width. Only the measures selected are counted: ``intrinsic.measures`` (``d_lin`` and the
     baselines are stages of their own) and ``extrinsic.measures`` (``d_worst`` with its random-label
     probes, and ``d_worst_search``; ``d_psi`` always). Rules: ``intrinsic`` and ``extrinsic`` (one job
     per task and layer), ``probe`` (per encoder and task, all extrinsic layers), ``rank_deficiency``
@@ -196,9 +215,10 @@ def project(
     """
     costs = stage_costs() if costs is None else costs
     names = list(widths)
-    k = len(names)
-    pairs = k * (k - 1)
     width = max(widths.values()) if widths else D_REF
+    ranks = dict(widths) if ranks is None else ranks
+    by_pair = pair_widths(names, ranks)
+    exact = {pair for pair in exact_pairs if pair in by_pair}
     probe, extrinsic = config["probe"], config["extrinsic"]
     random_probes, search = extrinsic["random_probes"], extrinsic["worst_search"]
     # the random-label probes are fitted (and d_worst evaluates them) only when d_worst is selected
@@ -224,19 +244,23 @@ def project(
     stages = dict.fromkeys(costs, 0.0)
     rules = {"intrinsic": 0.0, "probe": 0.0, "extrinsic": 0.0, "rank_deficiency": 0.0}
     for n in train_sizes.values():
+        def over_pairs(stage: str) -> float:
+            return sum(costs[stage].seconds(n, w) for w in by_pair.values())
+
         per_layer = {
             "factorise": 2 * sum(costs["factorise"].seconds(n, d) for d in widths.values()),  # both rules
-            "d_aff": pairs * costs["d_aff"].seconds(n, width),
-            "d_lin": lin * pairs * costs["d_lin"].seconds(n, width),
-            "baselines": baselines * pairs * costs["baselines"].seconds(n, width),
+            "d_aff": sum(costs["d_aff"].seconds(n, w) for pair, w in by_pair.items() if pair not in exact),
+            "d_aff_exact": sum(costs["d_aff_exact"].seconds(n, by_pair[pair]) for pair in exact),
+            "d_lin": lin * over_pairs("d_lin"),
+            "baselines": baselines * over_pairs("baselines"),
             "task_probe": task_probe_scale * sum(costs["task_probe"].seconds(n, d) for d in widths.values()),
             "random_probe": random_scale * n_random * sum(costs["random_probe"].seconds(n, d) for d in widths.values()),
-            "d_psi": pairs * costs["d_psi"].seconds(n, width),
-            "d_worst": worst * pairs * n_random * costs["d_worst"].seconds(n, width),
-            "d_worst_search": searched * search_scale * pairs * costs["d_worst_search"].seconds(n, width),
+            "d_psi": over_pairs("d_psi"),
+            "d_worst": worst * n_random * over_pairs("d_worst"),
+            "d_worst_search": searched * search_scale * over_pairs("d_worst_search"),
         }
         # the intrinsic rule runs at every configured layer, the probe and extrinsic rules at the extrinsic ones
-        intrinsic_part = per_layer["factorise"] / 2 + per_layer["d_aff"] + per_layer["d_lin"] + per_layer["baselines"]
+        intrinsic_part = sum(per_layer[stage] for stage in INTRINSIC_RULE_STAGES) + per_layer["factorise"] / 2
         probe_part = per_layer["task_probe"] + per_layer["random_probe"]
         extrinsic_part = (per_layer["factorise"] / 2 + per_layer["d_psi"] + per_layer["d_worst"]
                           + per_layer["d_worst_search"])
@@ -250,8 +274,18 @@ def project(
         rules["intrinsic"] += n_layers * intrinsic_part
         rules["probe"] += extrinsic_layers * probe_part
         rules["extrinsic"] += extrinsic_layers * extrinsic_part
-        copies = rank_deficiency_copies
-        if copies > 1:
+        if rank_deficiency_grid is not None:
+            copy_ranks, copy_exact = rank_deficiency_grid
+            grid = pair_widths(list(copy_ranks), copy_ranks)
+            factorised = len(copy_ranks) * costs["factorise"].seconds(n, width)
+            fits = sum(costs["d_aff"].seconds(n, w) for pair, w in grid.items() if pair not in copy_exact)
+            starts = sum(costs["d_aff_exact"].seconds(n, w) for pair, w in grid.items() if pair in copy_exact)
+            rules["rank_deficiency"] += factorised + fits + starts
+            stages["factorise"] += factorised
+            stages["d_aff"] += fits
+            stages["d_aff_exact"] += starts
+        elif rank_deficiency_copies > 1:
+            copies = rank_deficiency_copies
             seconds = (copies * costs["factorise"].seconds(n, width)
                        + copies * (copies - 1) * costs["d_aff"].seconds(n, width))
             rules["rank_deficiency"] += seconds

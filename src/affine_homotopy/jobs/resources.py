@@ -86,6 +86,70 @@ def encoder_width(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> int:
     return int(settings.get("hidden_size") or settings.get("n_embd") or DEFAULT_WIDTH)
 
 
+def effective_widths(encoders: Mapping[str, Mapping[str, Any]], widths: Mapping[str, int]) -> dict[str, int]:
+    """Encoder -> the width its pairwise stages work at, as far as the config fixes it: an
+    ``svd_truncate`` copy keeps ``round(fraction * r)`` directions of its base's ``r`` (the measures
+    factorise every encoder, so the copy's rank, not its stored width, sets the cost); every other
+    encoder is taken at full rank, its width (``widths``)."""
+    out: dict[str, int] = {}
+
+    def width_of(name: str) -> int:
+        if name not in out:
+            spec = encoders[name]
+            if spec["source"] == "derived" and spec["transform"] == "svd_truncate":
+                out[name] = max(1, int(round(spec["fraction"] * width_of(spec["base"]))))
+            elif spec["source"] == "derived":  # an affine image or a noisy copy: full rank, its base's width
+                out[name] = width_of(spec["base"])
+            else:
+                out[name] = int(widths[name])
+        return out[name]
+
+    for name in encoders:
+        width_of(name)
+    return out
+
+
+def affine_pairs(encoders: Mapping[str, Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
+    """Ordered pairs ``(source, target)`` of a config's encoders whose target is, by construction, an
+    affine function of the source: d_aff is then at the float floor and its solver stops at the
+    least-squares start, a small share of a pair's usual cost.
+
+    From the derived encoders: an ``svd_truncate`` or ``random_affine`` copy is an affine image of its
+    base; a ``random_affine`` copy is invertible, so its base is an affine image of it too; of two
+    ``svd_truncate`` copies of one base, the one with the smaller fraction is a projection of the other
+    (nested top singular directions). ``gaussian_noise`` adds independent noise: no affine relation.
+    The relation is closed under composition.
+
+    A ``random_affine`` pair is exact for the solver only while the rank rule keeps every direction of
+    its source (:mod:`affine_homotopy.core.linalg`): the rule's threshold grows with N, and where it
+    drops a real encoder's smallest directions (2 of 6 such pairs of 768-wide MiniLM layers at N =
+    8,000, none at 384 wide up to N = 8,000: docs/performance.md), the image keeps their share, the
+    residuals stay above the float floor and the pair costs as any pair. A truncated copy lies in the span its base keeps, so its pairs stay exact."""
+    image_of: dict[str, set[str]] = {name: set() for name in encoders}
+    truncations: dict[str, list[tuple[float, str]]] = {}
+    for name, spec in encoders.items():
+        if spec["source"] != "derived" or spec["transform"] not in ("svd_truncate", "random_affine"):
+            continue
+        image_of[spec["base"]].add(name)
+        if spec["transform"] == "random_affine":
+            image_of[name].add(spec["base"])
+        else:
+            truncations.setdefault(spec["base"], []).append((float(spec["fraction"]), name))
+    for copies in truncations.values():
+        for fraction, name in copies:
+            image_of[name].update(other for smaller, other in copies if smaller <= fraction and other != name)
+    pairs = set()
+    for source in encoders:
+        seen, stack = set(), [source]
+        while stack:
+            for target in image_of[stack.pop()]:
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        pairs.update((source, target) for target in seen if target != source)
+    return frozenset(pairs)
+
+
 def _scaled(value: float, attempt: int) -> int:
     return int(math.ceil(value * max(1, attempt)))
 
@@ -103,7 +167,9 @@ def projected_runtime(config: Mapping[str, Any], rule: str, widths: Mapping[str,
     """Minutes to request for one job of ``rule`` (one of :data:`PROJECTED_RULES`): the cost model's
     CPU time for that job (``widths``: the encoders it handles; ``n_layers``: layers in the job),
     spread over ``threads``, times :data:`RUNTIME_SAFETY`. The job's layers count for every rule (a
-    probe job fits the extrinsic layers, an intrinsic or extrinsic job one layer)."""
+    probe job fits the extrinsic layers, an intrinsic or extrinsic job one layer). Every pair is
+    costed at full rank and as not exact (no :func:`effective_widths`, no :func:`affine_pairs`): a
+    request errs on the long side."""
     if rule not in PROJECTED_RULES:
         raise ValueError(f"the cost model projects {PROJECTED_RULES}, not {rule!r}")
     seconds = project(config, widths, {"job": n_train}, n_layers, rank_deficiency_copies,
@@ -135,17 +201,36 @@ def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int =
 
 def study_projection(config: Mapping[str, Any]) -> Projection:
     """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.jobs.cost.project`):
-    the intrinsic rule at every configured layer, the probe and extrinsic rules at ``extrinsic.layers``."""
-    from ..study.validation import extrinsic_layers, rank_deficiency_group
+    the intrinsic rule at every configured layer, the probe and extrinsic rules at ``extrinsic.layers``;
+    each pair at its encoders' :func:`effective_widths`, the pairs of :func:`affine_pairs` as exact,
+    and Figure 3's grid as the SVD-truncated copies it computes (:func:`rank_deficiency_grid`)."""
+    from ..study.validation import extrinsic_layers
 
     encoders = config["encoders"]
     widths = {name: encoder_width(name, encoders) for name in encoders}
     train_sizes = {task: task_size(spec, "train") for task, spec in config["tasks"].items()}
-    copies = 0
-    if config["analysis"].get("rank_deficiency"):
-        copies = len(rank_deficiency_group(config)) * len(config["analysis"]["rank_deficiency"]["levels"])
-    return project(config, widths, train_sizes, len(layer_positions(config["layers"])), copies,
-                   extrinsic_layers=len(extrinsic_layers(config)))
+    return project(config, widths, train_sizes, len(layer_positions(config["layers"])),
+                   extrinsic_layers=len(extrinsic_layers(config)), ranks=effective_widths(encoders, widths),
+                   exact_pairs=affine_pairs(encoders), rank_deficiency_grid=rank_deficiency_grid(config, widths))
+
+
+def rank_deficiency_grid(config: Mapping[str, Any], widths: Mapping[str, int]
+                         ) -> tuple[dict[str, int], frozenset[tuple[str, str]]] | None:
+    """Figure 3's grid as the cost model sees it (None without ``analysis.rank_deficiency``): every
+    encoder of the group truncated to every level (:func:`affine_homotopy.report.analysis.rank_deficiency`),
+    as SVD-truncated copies: their widths and their exact pairs (the copies of one encoder are nested)."""
+    from ..study.validation import rank_deficiency_group
+
+    grid = config["analysis"].get("rank_deficiency")
+    if not grid:
+        return None
+    group = rank_deficiency_group(config)
+    copies = {f"{name}@{level}": {"source": "derived", "base": name, "transform": "svd_truncate", "fraction": level}
+              for name in group for level in grid["levels"]}
+    encoders = {**{name: {"source": "model"} for name in group}, **copies}
+    ranks = effective_widths(encoders, {name: widths[name] for name in group})
+    exact = frozenset(pair for pair in affine_pairs(encoders) if pair[0] in copies and pair[1] in copies)
+    return {name: ranks[name] for name in copies}, exact
 
 
 def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:

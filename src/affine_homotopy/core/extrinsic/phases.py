@@ -186,6 +186,7 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
         value = torch.where(finite, result.value, torch.zeros_like(result.value))
         lower = torch.where(finite, result.lower, torch.full_like(result.lower, math.nan))
         A, c = result.A, result.c
+    start_value = value.clone()
     aimed_count = min(settings.search_candidates, prep.n)
     if aimed_count:  # classifiers aimed at the map's largest residuals: a better start when they win
         aimed = search.residual_classifiers(aimed_count, radius, prep.n_classes)
@@ -201,8 +202,8 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
             # the local estimator's values first; on two classes the largest are then certified, as
             # for d_worst, so that the choice of the search's start rests on values within tol. Two
             # classes skip the soft-label fit: its values are only upper bounds to choose what to
-            # certify, and each certificate's smooth start replaces it (the fit cost 5.5 of 12 CPU s
-            # of a real pair's search at N = 2,000, and grows with N times the classifiers)
+            # certify, each certificate's smooth start replaces it, and it cost about half the
+            # search's CPU time on a real pair at N = 2,000 (it grows with N times the classifiers)
             certified = ctx.solver.certifies(prep.n_classes)
             result, finite, evaluated = search.evaluate(part, None, settings, not certified, group, certify=False)
             if certified:
@@ -233,6 +234,7 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
             value = torch.where(better, top.values, value)
             lower = torch.where(better, result.lower[pick], lower)
             A[:, better], c[better] = result.A[:, pick][:, better], result.c[pick][better]
+    aimed_value = value.clone()
     best = search.run(Classifiers(W, b), value, lower, A, c, radius, observe)
     values = best["value"].cpu().numpy()
     lowers = best["lower"].cpu().numpy()
@@ -240,8 +242,9 @@ def searched_worst_case(prep: PreparedInputs, ctx: SourceContext, worst: WorstCa
     searched, rows = {}, {}
     for slot, j in enumerate(others):
         linear, bias = raw_map(ctx.factors, best["A"][:, slot], best["c"][slot])
+        path = (float(start_value[slot]), float(aimed_value[slot]), *best["path"][:, slot].tolist())
         searched[j] = SearchedClassifier(best["W"][slot, : prep.widths[j]].cpu().numpy(), best["b"][slot].cpu().numpy(),
-                                         linear, bias, float(values[slot]))
+                                         linear, bias, float(values[slot]), path)
         rows[j] = {"search_accepted_steps": int(best["accepted"][slot]), "search_norm": float(best["norm"][slot]),
                    "search_improved": bool(improved[slot])}
     return SearchValues(value=np.where(improved, values, worst.value), lower=np.where(improved, lowers, worst.lower),

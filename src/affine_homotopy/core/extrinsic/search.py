@@ -170,7 +170,8 @@ class WorstCaseSearch:
             radius: torch.Tensor, observe) -> dict[str, torch.Tensor]:
         """``steps`` accepted-or-halved ascent steps from ``clf`` (value, lower bound and map known);
         ``observe(values, norms, finite)`` sees every classifier evaluated. Returns the best
-        classifiers, their values, lower bounds (NaN: uncertified) and maps."""
+        classifiers, their values, lower bounds (NaN: uncertified) and maps, and ``path`` (steps, H):
+        the best values after each step."""
         settings = self.settings
         heads = len(self.others)
         certified = self.solver.certifies(clf.W.shape[2])
@@ -179,6 +180,7 @@ class WorstCaseSearch:
         length = settings.search_step_size * radius
         accepted = torch.zeros(heads, dtype=torch.long, device=value.device)
         step_settings = settings if certified else self.step_settings
+        path = []
         if settings.search_steps and not certified:
             # steps are scored by the warm-started fit: score the start the same way first, so that a
             # step is accepted for a larger distance, not for a less converged inner fit
@@ -203,6 +205,7 @@ class WorstCaseSearch:
             best["value"][better], best["lower"][better] = result.value[better], result.lower[better]
             best["A"][:, better], best["c"][better] = result.A[:, better], result.c[better]
             length = torch.minimum(torch.where(better, 1.5 * length, 0.5 * length), radius)
+            path.append(best["value"].clone())
             log.debug("search step: %d/%d heads improved; values %s", int(better.sum()), heads,
                       np.array2string(best["value"].cpu().numpy(), precision=4))
         if not certified:
@@ -213,6 +216,7 @@ class WorstCaseSearch:
             best["value"][smaller] = result.value[smaller]
             best["A"][:, smaller], best["c"][smaller] = result.A[:, smaller], result.c[smaller]
         best["accepted"] = accepted
+        best["path"] = torch.stack(path) if path else value.new_zeros((0, heads))
         best["norm"] = torch.linalg.matrix_norm(best["W"], ord=2)
         return best
 
@@ -222,7 +226,9 @@ class SearchedClassifier:
     """The classifier behind ``d_worst_search[i, j]`` and the affine map attaining its value.
 
     ``value = max_n || softmax(lam (y_n W + b)) - softmax(x_n linear + bias) ||_2`` exactly, with
-    ``x`` encoder ``i``'s and ``y`` encoder ``j``'s representations.
+    ``x`` encoder ``i``'s and ``y`` encoder ``j``'s representations. ``path``: the pair's best value
+    as the search went, what each part bought: its start (d_worst's classifier), after the aimed
+    classifiers, then after each ascent step (on more classes, before the final rescoring).
     """
 
     W: np.ndarray  # (D_j, C)
@@ -230,6 +236,7 @@ class SearchedClassifier:
     linear: np.ndarray  # (D_i, C): the map into logits
     bias: np.ndarray  # (C,)
     value: float
+    path: tuple[float, ...] = ()
 
 
 def raw_map(factors, A: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:

@@ -29,10 +29,10 @@ class ExtrinsicSettings:
     inverse_temperature: float = 1.0  # lam: target probabilities are softmax(lam * probe logits)
     rank_multiplier: float = 5.0  # the rank rule's n (the config's intrinsic.rank_multiplier)
     block_mb: int = 512  # working memory for one block of random-label classifiers
-    search_steps: int = 10  # d_worst_search: ascent steps on the classifier (0 = d_worst_search is d_worst)
+    search_steps: int = 3  # d_worst_search: ascent steps on the classifier (0 = d_worst_search is d_worst)
     search_step_size: float = 0.1  # first step length, as a fraction of the ball's radius
     search_radius: float | None = None  # None: per target, the largest norm among its classifiers
-    search_candidates: int = 16  # classifiers aimed at the largest residuals of the d_aff map, per pair
+    search_candidates: int = 4  # classifiers aimed at the largest residuals of the d_aff map, per pair
     # a search step is accepted when it raises the value by more than this (relative): far above the
     # inner values' own tolerance, so that rounding of the inputs cannot flip the decision
     search_accept_rtol: float = 1e-2
