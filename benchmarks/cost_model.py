@@ -18,8 +18,8 @@ layers side by side: 1+2, 3+4, 5+6) at N = 2,000 and 8,000. The stages: factoris
 encoder), d_aff and d_lin (jacobi, tol 1e-3, per ordered pair), the intrinsic baselines (all seven,
 per pair), the task probe (L-BFGS over the default L2 grid, per encoder), the random-label probes
 (the paper's SGD protocol, per classifier), d_psi (per pair), d_worst (per random classifier of a
-pair) and d_worst_search (per pair, at 16 aimed candidates and 10 ascent steps, the budget its
-coefficient is scaled from). K: the
+pair) and d_worst_search (per pair, at the default 4 aimed candidates and 3 ascent steps, the
+budget its coefficient is scaled from). K: the
 pairwise stages are measured per pair; a K = 6 run at N = 2,000 checks that the per-pair cost of
 d_aff does not depend on K. Rows are appended to ``benchmarks/cost_measurements.csv`` with the
 machine, thread count, load average and date.
@@ -220,6 +220,8 @@ def measure(args: argparse.Namespace) -> None:
     if args.sizes:
         sizes = [min(n, full) for n in args.sizes]
         wide_sizes = [n for n in wide_sizes if n in sizes]
+    if args.wide_sizes is not None:
+        wide_sizes = [min(n, full) for n in args.wide_sizes]
     say(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, 1 torch thread, "
         f"torch {torch.__version__}; data: all-MiniLM-L6-v2 mean-pooled SST-2 training sentences (layers 1-6)")
     say(f"embeddings {embedded.shape} ({time.perf_counter() - tick:.0f} s)")
@@ -651,6 +653,7 @@ def main() -> None:
     m.add_argument("--only-extrinsic", action="store_true",
                    help="only the probes and the extrinsic stages (d_aff is solved for its maps, not recorded)")
     m.add_argument("--sizes", type=int, nargs="+", help="these N only (D = 768 at those of 2,000 and 8,000)")
+    m.add_argument("--wide-sizes", type=int, nargs="*", help="the N at D = 768 (default: 2,000 and 8,000 among --sizes)")
     m.add_argument("--search-sizes", type=int, nargs="+",
                    help="measure d_worst_search only at these N (default: every N; the certified search is the "
                         "dearest stage to measure)")

@@ -204,7 +204,7 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
     per_pair = lambda stage: 4 * t(stage, mixed) + 2 * t(stage, 384)  # noqa: E731
     task_probe_scale = (2 * 250) / (4 * 500)  # l2 grid x max_iter, against the measured 4 x 500
     random_scale = (10 * 2) / (20 * 4) if method == "sgd" else 40 / (20 * 4)  # epochs x rates, or L-BFGS iterations
-    search_scale = (3 + 10) / 26  # steps + candidates, against the measured 26
+    search_scale = (3 + 10) / 7  # steps + candidates, against the measured 3 + 4
     intrinsic = layers * (per_encoder("factorise") + per_pair("d_aff") + per_pair("d_lin") + per_pair("baselines"))
     probe = layers * (task_probe_scale * per_encoder("task_probe") + random_scale * 10 * per_encoder("random_probe"))
     extrinsic = layers * (per_encoder("factorise") + per_pair("d_psi") + 10 * per_pair("d_worst")

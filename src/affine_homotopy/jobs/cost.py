@@ -67,8 +67,8 @@ STAGE_UNITS = {
     "d_psi": "ordered pair",
     # its rows mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target: hence its larger residual
     "d_worst": "random classifier of an ordered pair",
-    # an estimate: the local search's rows (16 aimed classifiers, 10 steps) times one certified measurement's
-    # ratio, scaled to the configured budget by (candidates + steps) / 26
+    # the certified search at its default budget (4 aimed classifiers, 3 steps), scaled to the configured
+    # budget by (candidates + steps) / 7
     "d_worst_search": "ordered pair",
 }
 COEFFICIENTS_FILE = "cost_coefficients.json"
@@ -155,7 +155,7 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
 # the extrinsic layers (extrinsic.layers), the factorisation in both all-pairs rules
 INTRINSIC_RULE_STAGES = ("d_aff", "d_aff_exact", "d_lin", "baselines")
 # the settings the coefficients were measured under; other settings scale the stages linearly
-MEASURED_SETTINGS = {"l2_grid": 4, "max_iter": 500, "epochs": 20, "learning_rates": 4, "search_work": 26}
+MEASURED_SETTINGS = {"l2_grid": 4, "max_iter": 500, "epochs": 20, "learning_rates": 4, "search_work": 7}
 
 
 @dataclass
