@@ -201,10 +201,11 @@ def certified_ratio(phase: str, n: int, ratios: Path = RATIOS) -> float | None:
     return float(np.exp(np.interp(np.log(n), np.log(sizes), np.log([latest[int(x)] for x in sizes]))))
 
 
-def append_rows(rows: list[dict[str, object]]) -> None:
-    new = not MEASUREMENTS.is_file()
-    with open(MEASUREMENTS, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+def append_rows(rows: list[dict[str, object]], path: Path = MEASUREMENTS, fields: list[str] = FIELDS) -> None:
+    """Append ``rows`` to the CSV record ``path`` (its header first when the file is new)."""
+    new = not path.is_file()
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
         if new:
             writer.writeheader()
         writer.writerows(rows)
@@ -544,12 +545,7 @@ def measure_jobs(args: argparse.Namespace) -> None:
     for quantity, seconds, n in (("load", load, ""), ("example", example, len(sentences))):
         rows.append({"rule": "embed", "quantity": quantity, "seconds": f"{seconds:.6g}", "n": n, "d": 384,
                      "repeats": args.repeats, "load_1min": f"{os.getloadavg()[0]:.2f}", **stamp})
-    new = not JOB_MEASUREMENTS.is_file()
-    with open(JOB_MEASUREMENTS, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=JOB_FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+    append_rows(rows, JOB_MEASUREMENTS, JOB_FIELDS)
     say(f"{load_text()}; appended {len(rows)} rows to {JOB_MEASUREMENTS.relative_to(REPO)}; now run: "
         "python -m benchmarks.cost_model fit")
 
