@@ -18,7 +18,7 @@ the probe and worst-case defaults, on real SST-2 embeddings (N = 2,000 ... 20,00
 D = 768 at two sizes), into ``benchmarks/cost_measurements.csv``; ``python -m benchmarks.cost_model
 fit`` fits them (log-log least squares, :func:`fit_stage`) and writes the file, with the dates and
 loads of the rows behind each stage. The projection assumes: the same per-core rate, CPU-bound jobs,
-and for the pairwise stages the largest width in the study (an upper estimate when widths differ).
+and for the pairwise stages each pair at its encoders' widths (:func:`pair_widths`).
 The embedding rule is not projected (a forward pass: ``python -m benchmarks.embedding_throughput``
 measures it per model).
 """
