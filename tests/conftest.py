@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -74,6 +75,16 @@ class EarlyWork:
     def __init__(self) -> None:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-work")
         self.futures: dict[str, Future[Any]] = {}
+        self.seconds: dict[str, float] = {}  # wall seconds of each finished work (the terminal summary)
+
+    def timed(self, name: str, work: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            started = time.monotonic()
+            try:
+                return work()
+            finally:
+                self.seconds[name] = time.monotonic() - started
+        return run
 
     def start(self, request: pytest.FixtureRequest, names: list[str]) -> None:
         environ = dict(os.environ)  # before any test's monkeypatch
@@ -84,7 +95,7 @@ class EarlyWork:
                 self.futures[name] = Future()
                 self.futures[name].set_exception(error)
             else:
-                self.futures[name] = self.pool.submit(work)
+                self.futures[name] = self.pool.submit(self.timed(name, work))
 
     def result(self, name: str, request: pytest.FixtureRequest) -> Any:
         if name not in self.futures:  # requested by getfixturevalue, outside the tests' fixture closures
@@ -105,6 +116,19 @@ def early_work(request: pytest.FixtureRequest):
     works.start(request, needed)
     yield works
     works.close()
+    request.config.stash[EARLY_SECONDS] = works.seconds
+
+
+EARLY_SECONDS = pytest.StashKey[dict[str, float]]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The early works' wall times beside --durations: they run in the background thread, outside any test."""
+    seconds = config.stash.get(EARLY_SECONDS, {})
+    if seconds:
+        terminalreporter.write_sep("=", "early works (background thread, wall seconds)")
+        for name, value in seconds.items():
+            terminalreporter.write_line(f"{value:8.2f}s  {name}")
 
 
 @pytest.fixture(scope="session")

@@ -517,3 +517,33 @@ def test_working_set_respects_max_iter_and_stays_certified() -> None:
                                      orthonormal=True, initial_rows=40)
     assert (result.iterations <= 6).all() and not result.converged[:2].any()
     assert_certified(design, stacked, result, scale)
+
+
+def test_working_set_below_float32_resolution_converges_in_float64() -> None:
+    """A tol below WORKING_SET_FLOAT32_MIN_TOL keeps the tight rounds in float64: the gap still closes."""
+    x, targets = many_rows(np.random.default_rng(24))
+    design = affine_design(x)
+    stacked = pad(targets[:1])
+    scale = float(np.linalg.norm(stacked, axis=2).max())
+    atol = torch.full((1,), 1e-12 * scale, dtype=torch.float64)
+    tol = minimax.WORKING_SET_FLOAT32_MIN_TOL / 10
+    result = minimax.working_set_fit(torch.from_numpy(design), torch.from_numpy(stacked), atol, tol, 20000,
+                                     orthonormal=True, initial_rows=40)
+    assert result.converged.all() and ((result.upper - result.lower) <= tol * result.upper + atol).all()
+    assert_certified(design, stacked, result, scale)
+
+
+@pytest.mark.parametrize("block_entries", [1, 7, 2**20])
+def test_blocked_residual_norms_equal_the_materialised_residuals(monkeypatch, block_entries: int) -> None:
+    """linalg.residual_norms against numpy's norms of the full residual matrix, single and batched, with
+    blocks that split the rows unevenly (7 entries: 2 rows of 3 columns per block)."""
+    from affine_homotopy.core import linalg
+    monkeypatch.setattr(linalg, "RESIDUAL_BLOCK_ENTRIES", block_entries)
+    rng = np.random.default_rng(25)
+    design, targets, coef = rng.standard_normal((11, 4)), rng.standard_normal((2, 11, 3)), rng.standard_normal((2, 4, 3))
+    expected = np.linalg.norm(targets - design @ coef, axis=2)
+    batched = linalg.residual_norms(torch.from_numpy(design), torch.from_numpy(targets), torch.from_numpy(coef))
+    np.testing.assert_allclose(batched.numpy(), expected, rtol=1e-13)
+    single = linalg.residual_norms(torch.from_numpy(design), torch.from_numpy(targets[1]), torch.from_numpy(coef[1]))
+    np.testing.assert_allclose(single.numpy(), expected[1], rtol=1e-13)
+    assert linalg.residual_norms(torch.zeros(0, 4), torch.zeros(0, 3), torch.zeros(4, 3)).shape == (0,)

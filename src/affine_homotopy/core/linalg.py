@@ -287,6 +287,36 @@ class WeightedLeastSquares:
         return (solved * solved).sum(dim=1)
 
 
+# rows per block of residual_norms: about 2**20 residual entries, a few MB that stay in cache
+RESIDUAL_BLOCK_ENTRIES = 2**20
+
+
+def residual_norms(design: torch.Tensor, targets: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
+    """``||targets[n] - design[n] @ coef||_2`` for every row: (N,) for targets (N, q) and coef (p, q),
+    (B, N) for (B, N, q) and (B, p, q).
+
+    The same numbers as ``vector_norm(targets - design @ coef, dim=-1)``, computed in blocks of rows
+    into one reused buffer: the (N, q) residual matrix is never materialised, so a pass over many rows
+    touches a few MB instead of allocating (and page-faulting) twice N q entries; measured 1.6x faster
+    than the materialised form at N = 67,349, q = 384 in float64 (benchmarks/daff_passes.py).
+    """
+    single = targets.ndim == 2
+    targets, coef = (targets[None], coef[None]) if single else (targets, coef)
+    batch, n, q = targets.shape
+    out = torch.empty((batch, n), dtype=targets.dtype, device=targets.device)
+    if n == 0:
+        return out[0] if single else out
+    block = max(1, min(n, RESIDUAL_BLOCK_ENTRIES // max(q, 1)))
+    buffer = torch.empty((block, q), dtype=targets.dtype, device=targets.device)
+    for b in range(batch):
+        for start in range(0, n, block):
+            stop = min(n, start + block)
+            rows = buffer[: stop - start]
+            torch.addmm(targets[b, start:stop], design[start:stop], coef[b], beta=1, alpha=-1, out=rows)
+            torch.linalg.vector_norm(rows, dim=1, out=out[b, start:stop])
+    return out[0] if single else out
+
+
 def weighted_fit(
     design: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -295,4 +325,4 @@ def weighted_fit(
     Every row gets a residual, including those left out by ``rows``.
     """
     coef = WeightedLeastSquares(design, weights, rows).solve(targets)
-    return coef, torch.linalg.vector_norm(targets - design @ coef, dim=2)
+    return coef, residual_norms(design, targets, coef)

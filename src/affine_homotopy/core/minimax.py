@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ConfigError
-from .linalg import WeightedLeastSquares, weighted_fit
+from .linalg import WeightedLeastSquares, residual_norms, weighted_fit
 from .weight_updates import (DEFAULT_MEMORY, DEFAULT_SOLVER, DEFAULT_STEP, SOLVERS, JacobiUpdate, LawsonUpdate,
                              SolverOptions)
 
@@ -64,11 +64,17 @@ WORKING_SET_LOOSE_TOL = 1e-2  # the relative gap of the rounds before the set is
 WORKING_SET_JOIN = 1.0  # rows outside the set join it when their residual exceeds this times the lower bound
 # rows that carry no weight and whose residual is this far (relative) below the lower bound leave the set: on
 # MiniLM SST-2 pairs at N = 67,349 a set that only grows reached 15 % of the rows and its solves took 3-4x
-# the fits of one kept to the rows near the optimum (benchmarks/daff_passes.py)
-WORKING_SET_KEEP = 0.05
+# the fits of one kept to the rows near the optimum; of 0, 0.01, 0.02 and 0.05, 0.01 cost the fewest data
+# passes over the four pairs of benchmarks/daff_passes.py (the hard pair 13 against 17 at 0.05)
+WORKING_SET_KEEP = 0.01
 # the precision of the loose rounds and of the residual screens that choose rows: neither enters the
 # certificate, which is computed in the design's precision
 WORKING_SET_SCREEN_DTYPE = torch.float32
+# the tight rounds iterate in that precision too (their bounds recomputed in the design's, as
+# minimax_fit's iterate_dtype does) when tol is at least this: float32 iterates resolve a relative gap
+# of about 1e-6, and on MiniLM SST-2 pairs at N = 67,349 a float32 weighted fit costs 0.55x a float64
+# one for the same fits to tol 1e-3 (benchmarks/daff_passes.py)
+WORKING_SET_FLOAT32_MIN_TOL = 1e-5
 
 
 @dataclass
@@ -221,7 +227,7 @@ def certify(design: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, 
     uniform = torch.full_like(weights, 1.0 / design.shape[0])
     if orthonormal:  # least squares on orthonormal columns: a projection
         coef_ls = design.T @ targets
-        residual_ls = torch.linalg.vector_norm(targets - design @ coef_ls, dim=2)
+        residual_ls = residual_norms(design, targets, coef_ls)
     else:
         coef_ls, residual_ls = weighted_fit(design, targets, uniform)
     coef_up, residual_up = weighted_fit(design, targets, weights)
@@ -270,7 +276,10 @@ def working_set_fit(
     instead of keeping every row some early, poor map put in it.
 
     Rounds while the set is far from complete are solved to ``WORKING_SET_LOOSE_TOL`` in float32, and
-    the screens run in float32: they only choose rows. The loop stops when a screened map passes the
+    the screens run in float32: they only choose rows. The tight rounds iterate in float32 too where
+    ``tol >= WORKING_SET_FLOAT32_MIN_TOL`` (their bounds recomputed in the design's precision, as
+    ``iterate_dtype`` does), in ``iterate_dtype`` below it. Every pass over all rows is
+    :func:`~affine_homotopy.core.linalg.residual_norms`, in blocks of rows. The loop stops when a screened map passes the
     stopping test and the same map, recomputed on every row in the design's precision, passes it too.
 
     Certified as :func:`minimax_fit`: zero weights outside the working set are a point of the full
@@ -289,7 +298,7 @@ def working_set_fit(
     uniform = torch.full((batch, n), 1.0 / n, dtype=dtype, device=design.device)
     if orthonormal:
         coef_ls = design.T @ targets
-        residual_ls = torch.linalg.vector_norm(targets - design @ coef_ls, dim=2)
+        residual_ls = residual_norms(design, targets, coef_ls)
     else:
         coef_ls, residual_ls = weighted_fit(design, targets, uniform)
     least_squares = residual_ls.max(dim=1).values
@@ -319,6 +328,8 @@ def _working_set_target(design: torch.Tensor, target: torch.Tensor, residual: to
     guide_weights: tuple[torch.Tensor, torch.Tensor] | None = None  # the dual weights behind `guide`, their rows
     candidate: tuple[float, torch.Tensor] | None = None  # the best screened map not certified, by its weights
     options = {key: value for key, value in options.items() if key != "iterate_dtype" or value != dtype}
+    if tol >= WORKING_SET_FLOAT32_MIN_TOL and dtype.itemsize > WORKING_SET_SCREEN_DTYPE.itemsize:
+        options["iterate_dtype"] = WORKING_SET_SCREEN_DTYPE
     while int(best.iterations[b]) < max_iter:
         loose = inner > tol
         budget = max_iter - int(best.iterations[b])
@@ -401,11 +412,10 @@ class _Screen:
         self.design_screen, self.target_screen = design.to(self.dtype), target.to(self.dtype)
 
     def residuals(self, coef: torch.Tensor) -> torch.Tensor:
-        fitted = self.design_screen @ coef.to(self.design_screen.dtype)
-        return torch.linalg.vector_norm(self.target_screen - fitted, dim=1).to(self.design.dtype)
+        return residual_norms(self.design_screen, self.target_screen, coef.to(self.dtype)).to(self.design.dtype)
 
     def exact(self, coef: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.vector_norm(self.target - self.design @ coef, dim=1)
+        return residual_norms(self.design, self.target, coef)
 
 
 def _keep_if_better(best: MinimaxResult, b: int, value: float, coef: torch.Tensor, weights: torch.Tensor) -> None:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from ..linalg import Factors, WeightedLeastSquares
+from ..linalg import Factors, WeightedLeastSquares, residual_norms
 from .settings import ExtrinsicSettings
 
 
@@ -61,7 +61,7 @@ class PairMaps:
         truncated = target.with_basis(Y).truncated()
         self.coef = self.design.T @ truncated if self.fit is None else self.fit.solve(truncated)
         del truncated
-        self.residual_norms = torch.linalg.vector_norm(Y - self.design @ self.coef, dim=1)
+        self.residual_norms = residual_norms(self.design, Y, self.coef)
         return float(self.residual_norms.max())
 
     def residual_rows(self, Y: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
