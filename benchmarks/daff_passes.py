@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402  (after benchmarks.common: its environment defa
 import torch  # noqa: E402
 
 from affine_homotopy.core import minimax  # noqa: E402
-from affine_homotopy.core.linalg import factorise, float32_floor  # noqa: E402
+from affine_homotopy.core.linalg import factorise, float32_floor, residual_norms  # noqa: E402
 
 TOL = 1e-3
 MAX_ITER = 5000
@@ -86,6 +86,36 @@ def pass_seconds(design: torch.Tensor, target: torch.Tensor, repeats: int = 5) -
     return float(np.median(times))
 
 
+def materialised_pass_seconds(design: torch.Tensor, target: torch.Tensor, repeats: int = 5) -> tuple[float, float]:
+    """CPU seconds of one residual pass in the materialised form (the (N, q) residual matrix built, then its
+    row norms) and in linalg.residual_norms' blocks, side by side on the same map (medians of ``repeats``)."""
+    coef = torch.randn(design.shape[1], target.shape[2], dtype=design.dtype)
+    times: dict[str, list[float]] = {"materialised": [], "blocked": []}
+    for _ in range(repeats):
+        for name, run in (("materialised", lambda: torch.linalg.vector_norm(target[0] - design @ coef, dim=1)),
+                          ("blocked", lambda: residual_norms(design, target[0], coef))):
+            tick = time.process_time()
+            run()
+            times[name].append(time.process_time() - tick)
+    return float(np.median(times["materialised"])), float(np.median(times["blocked"]))
+
+
+def stability(source: np.ndarray, target: np.ndarray, n: int, base: minimax.MinimaxResult) -> tuple[float, float]:
+    """Relative change of the reported d_aff (the upper bound) under a 1e-7 relative jitter of both inputs
+    (as benchmarks/extrinsic_stability.py jitters) and under 2 torch threads instead of 1."""
+    rng = np.random.default_rng(0)
+    jitter = [(a[:n].astype(np.float64) * (1 + 1e-7 * rng.standard_normal(a[:n].shape))).astype(np.float32)
+              for a in (source, target)]
+    value = float(base.upper[0])
+    jittered, _ = solve(minimax, *problem(jitter[0], jitter[1], n))
+    torch.set_num_threads(2)
+    try:
+        threaded, _ = solve(minimax, *problem(source, target, n))
+    finally:
+        torch.set_num_threads(1)
+    return abs(float(jittered.upper[0]) - value) / value, abs(float(threaded.upper[0]) - value) / value
+
+
 def solve(module, design, target, atol) -> tuple[minimax.MinimaxResult, float]:
     tick = time.process_time()
     result = module.minimax_fit(design, target, atol, TOL, MAX_ITER, orthonormal=True, working_set=True)
@@ -98,6 +128,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000, 67349])
     parser.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision of the solver to compare with")
     parser.add_argument("--pairs", type=int, default=len(PAIRS), help="the first this many pairs")
+    parser.add_argument("--stability", action="store_true",
+                        help="also solve each pair under a 1e-7 jitter and with 2 threads, and print the change")
     args = parser.parse_args()
     torch.set_num_threads(1)
     reps = encoders(args.glue_dir)
@@ -113,6 +145,7 @@ def main() -> None:
         for source, target in PAIRS[: args.pairs]:
             design, y, atol = problem(reps[source], reps[target], n)
             unit = pass_seconds(design, y)
+            materialised, blocked = materialised_pass_seconds(design, y)
             old, old_seconds = solve(baseline, design, y, atol)
             new, new_seconds = solve(minimax, design, y, atol)
             overlap = (max(float(old.lower[0]), float(new.lower[0]))
@@ -124,6 +157,12 @@ def main() -> None:
                 f"{int(old.iterations[0]):5d} {old_seconds / unit:6.1f} | {new_seconds:14.2f} "
                 f"{int(new.iterations[0]):5d} {rounds:6d} {new_seconds / unit:6.1f} | "
                 f"{old_seconds / new_seconds:5.1f} {gap:8.1e} {overlap}")
+            say(f"{'':6}  residual pass: materialised {materialised:.3f} s, blocked (linalg.residual_norms) "
+                f"{blocked:.3f} s: {materialised / blocked:.2f}x")
+            if args.stability:
+                jitter, threads = stability(reps[source], reps[target], n, new)
+                say(f"{'':6}  reported d_aff's relative change: jitter 1e-7 {jitter:.1e}, threads 1 -> 2 {threads:.1e} "
+                    f"(tol {TOL:g})")
     say(load_text())
     say("\ngoal table (d_aff passes per pair; baseline -> current):")
     say("| N | pairs | baseline passes | current passes | goal |")
