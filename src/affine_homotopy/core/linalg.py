@@ -297,8 +297,8 @@ def residual_norms(design: torch.Tensor, targets: torch.Tensor, coef: torch.Tens
 
     The same numbers as ``vector_norm(targets - design @ coef, dim=-1)``, computed in blocks of rows
     into one reused buffer: the (N, q) residual matrix is never materialised, so a pass over many rows
-    touches a few MB instead of allocating (and page-faulting) twice N q entries; measured 1.6x faster
-    than the materialised form at N = 67,349, q = 384 in float64 (benchmarks/daff_passes.py).
+    touches a few MB instead of allocating (and page-faulting) twice N q entries; measured 1.6-1.8x
+    faster than the materialised form at N = 67,349, q = 384 in float64 (benchmarks/daff_passes.py).
     """
     single = targets.ndim == 2
     targets, coef = (targets[None], coef[None]) if single else (targets, coef)
