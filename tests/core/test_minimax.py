@@ -519,6 +519,26 @@ def test_working_set_respects_max_iter_and_stays_certified() -> None:
     assert_certified(design, stacked, result, scale)
 
 
+def test_working_set_certifies_a_target_at_the_float_floor_by_its_least_squares_fit() -> None:
+    """A target that is an affine image of the source, rounded to float32: the least-squares fit's own
+    interval (its largest residual, the dual value at uniform weights) already closes within the float
+    floor, so that target takes no round and one fit; the other target of the batch still takes rounds."""
+    x, targets = many_rows(np.random.default_rng(26))
+    rng = np.random.default_rng(27)
+    image = (x @ rng.standard_normal((8, 5)) + rng.standard_normal(5)).astype(np.float32).astype(np.float64)
+    design = affine_design(x)
+    stacked = pad([image, targets[0]])
+    scale = float(np.linalg.norm(stacked, axis=2).max())
+    atol = torch.tensor([10 * F32_EPS * np.linalg.norm(t - t.mean(axis=0), axis=1).max() for t in (image, targets[0])],
+                        dtype=torch.float64)
+    result = minimax.working_set_fit(torch.from_numpy(design), torch.from_numpy(stacked), atol, 1e-3, 20000,
+                                     orthonormal=True, initial_rows=40)
+    assert result.converged.all()
+    assert int(result.rounds[0]) == 0 and int(result.iterations[0]) == 1 and float(result.upper[0]) <= float(atol[0])
+    assert int(result.rounds[1]) > 1
+    assert_certified(design, stacked, result, scale)
+
+
 def test_working_set_below_float32_resolution_converges_in_float64() -> None:
     """A tol below WORKING_SET_FLOAT32_MIN_TOL keeps the tight rounds in float64: the gap still closes."""
     x, targets = many_rows(np.random.default_rng(24))

@@ -284,7 +284,8 @@ def working_set_fit(
 
     Certified as :func:`minimax_fit`: zero weights outside the working set are a point of the full
     simplex, and the dual value there is the subset's (the weighted fit ignores zero-weight rows), so
-    every round's lower bound (recomputed in the design's precision) holds for the full problem; the
+    every round's lower bound (recomputed in the design's precision) holds for the full problem, as does
+    the least-squares fit's (uniform weights), which alone certifies a target whose interval it closes; the
     upper bound is the largest residual over all rows, in the design's precision, of the best map
     certified (the least-squares map included; a loop that ends without closing the gap certifies its
     best screened map). ``iterations`` counts the weighted fits of all rounds (each on the working
@@ -307,8 +308,15 @@ def working_set_fit(
     best = MinimaxResult(upper=least_squares.clone(), lower=torch.zeros_like(least_squares),
                          least_squares=least_squares, coef=coef_ls.clone(), iterations=iterations,
                          weights=uniform.clone(), weights_lower=uniform.clone(), rounds=torch.zeros_like(iterations))
+    # the least-squares fit is the weighted fit at uniform weights: its dual value is a lower bound, and
+    # where that interval already closes (a target that is an affine image of the source, its residuals
+    # at the float floor) no round is needed; the rounds' float32 screens could not even resolve them
+    ls_lower = residual_ls.square().mean(dim=1).sqrt()
+    closed = least_squares - ls_lower <= tol * least_squares + atol
+    best.lower[closed] = torch.minimum(ls_lower[closed], least_squares[closed])
     for b in range(batch):
-        _working_set_target(design, targets[b], residual_ls[b], atol, b, best, size, tol, max_iter, options)
+        if not bool(closed[b]):
+            _working_set_target(design, targets[b], residual_ls[b], atol, b, best, size, tol, max_iter, options)
     lower = torch.minimum(best.lower, best.upper)
     return MinimaxResult(upper=best.upper, lower=lower, least_squares=least_squares, coef=best.coef,
                          iterations=best.iterations, weights=best.weights, weights_lower=best.weights_lower,
