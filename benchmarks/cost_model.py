@@ -4,6 +4,7 @@ Run from the repository root (2-core machine: keep OpenMP threads from spinning)
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model measure [--glue-dir ../shared/glue] [--quick]
     .venv/bin/python -m benchmarks.cost_model fit        # the measurements -> jobs/cost_coefficients.json
+    .venv/bin/python -m benchmarks.cost_model table      # the latest rows beside the fitted values (markdown)
     .venv/bin/python -m benchmarks.cost_model project [--configfile config/paper.yaml] [--cores 32]
     .venv/bin/python -m benchmarks.cost_model compare --configfile config/real_models.yaml
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model speedup [--sizes 2000 8000]
@@ -271,7 +272,9 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     """The cost model's coefficients as ``fit`` writes them (the document of cost_coefficients.json).
 
     Per stage, the rows at K = 3 whose ``fit`` column is not "no" (the K = 6 rows check that the
-    per-pair cost does not depend on K; the K = 2 rows, at the full 67,349, stay outside the fit); of several rows of one (stage, N, D, K) the last one counts (a
+    per-pair cost does not depend on K; the K = 2 rows, at the full 67,349, stay outside the fit,
+    except for a working-set stage); a ``d_aff`` row where the solver takes its working-set path
+    (:func:`affine_homotopy.jobs.cost.solver_stage`) counts for ``d_aff_working_set``; of several rows of one (stage, N, D, K) the last one counts (a
     re-measured stage replaces its rows). A "scaled" row (the local extrinsic estimator) is
     multiplied by the certified / local CPU ratio at its N (:func:`certified_ratio`). (The factorisation
     rows of the solver-only runs, ``measure --only-solver`` on a loaded machine, are "no": such a run
@@ -280,14 +283,17 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     :func:`affine_homotopy.jobs.cost.fit_stage`; ``seconds_ref`` is kept to 3 significant digits and
     the exponents to 2 decimals, the precision the measurements support. Each stage records the
     dates, loads and N of the rows behind it. ``jobs``: the per-job costs (:func:`fitted_job_costs`)."""
-    from affine_homotopy.jobs.cost import D_REF, N_REF, fit_stage
+    from affine_homotopy.jobs.cost import D_REF, N_REF, WORKING_SET_STAGES, fit_stage, solver_stage
 
     jobs = JOB_MEASUREMENTS if jobs is None else jobs
     latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements(measurements) if r["fit"] != "no"}
     rows: dict[str, list[dict[str, str]]] = defaultdict(list)
     for row in latest.values():
-        if int(row["k"]) == 3:
-            rows[row["stage"]].append(row)
+        stage = solver_stage(row["stage"], int(row["n"]), int(row["d"]))
+        # a working-set stage's rows at D = 384 beyond 20,000 are the K = 2 ones at the full set (per-pair cost
+        # does not depend on K: the K = 6 check)
+        if int(row["k"]) == 3 or (int(row["k"]) == 2 and stage in WORKING_SET_STAGES.values()):
+            rows[stage].append(row)
     stages = {}
     for stage, chosen in rows.items():
         points = []
@@ -347,6 +353,37 @@ def fit(args: argparse.Namespace) -> dict:
     COEFFICIENTS.write_text(coefficients_text(document))
     say(f"wrote {COEFFICIENTS.relative_to(REPO)}")
     return document
+
+
+def measurement_table(measurements: Path = MEASUREMENTS, coefficients: Path = COEFFICIENTS) -> str:
+    """The latest measured row per stage and size beside the fitted value (in brackets), as markdown:
+    what docs/performance.md shows, generated from the record instead of copied by hand."""
+    from affine_homotopy.jobs.cost import StageCost
+
+    document = json.loads(coefficients.read_text(encoding="utf-8"))
+    latest = {(r["stage"], int(r["n"]), int(r["d"])): r for r in read_measurements(measurements)
+              if int(r["k"]) in (2, 3) and r["fit"] != "no"}
+    columns = sorted({(d, n) for _, n, d in latest})
+    head = ["stage (per)", *[f"N = {n:,}" + (f", D = {d}" if d != 384 else "") for d, n in columns],
+            "fit: s at N = 10^4, D = 384; N, D exponents", "rows: dates, load"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for stage, entry in document["stages"].items():
+        fitted = StageCost(entry["seconds_ref"], entry["n_exponent"], entry["d_exponent"], entry["unit"])
+        cells = []
+        for d, n in columns:
+            row = latest.get((stage, n, d))
+            cells.append("" if row is None else
+                         f"{float(row['seconds_per_unit']):.3g} ({fitted.seconds(n, d):.3g})" + ("*" if row["k"] == "2" else ""))
+        loads = sorted({float(r["load_1min"]) for (s, _, _), r in latest.items() if s == stage})
+        dates = sorted({r["date"] for (s, _, _), r in latest.items() if s == stage})
+        lines.append(f"| `{stage}` ({entry['unit']}) | " + " | ".join(cells) +
+                     f" | {entry['seconds_ref']:.3g}; {entry['n_exponent']:.2f}, {entry['d_exponent']:.2f} | "
+                     f"{', '.join(dates)}; {loads[0]:.2f}-{loads[-1]:.2f} |")
+    return "\n".join(lines) + "\n\n*: K = 2 (two encoders at the full 67,349 rows), outside the fit."
+
+
+def table(args: argparse.Namespace) -> None:
+    say(measurement_table())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -609,6 +646,10 @@ def check(args: argparse.Namespace) -> None:
     say(comparison_table(rows))
     if missing:
         say(f"rules without benchmark files: {', '.join(missing)}")
+    total = rows[-1]
+    work = total.measured - total.startup_measured
+    say(f"the jobs' work alone (their CPU less their start-up): {work:.1f} CPU s, so on {args.cores} cores the run "
+        f"takes at least {work / args.cores:.1f} s of wall time however little its jobs' start-up costs")
     goal = {"demo": "cost_check_demo", "real_models": "cost_check_real_models"}.get(measured.config["run_name"])
     ratios = [row.ratio for row in rows if row.rule != "total" and math.isfinite(row.ratio)]
     if goal and ratios:
@@ -654,6 +695,7 @@ def main() -> None:
                    help="measure d_worst_search only at these N (default: every N; the certified search is the "
                         "dearest stage to measure)")
     sub.add_parser("fit")
+    sub.add_parser("table", help="the latest measurements beside the fitted values, as markdown")
     p = sub.add_parser("project")
     p.add_argument("--configfile", default=str(REPO / "config" / "paper.yaml"))
     p.add_argument("--cores", type=int, default=32)
@@ -675,9 +717,11 @@ def main() -> None:
     j.add_argument("--n", type=int, default=512, help="SST-2 sentences for the embed forward pass")
     k = sub.add_parser("check")
     k.add_argument("run", type=Path, help="a finished run's results folder, e.g. results/demo")
+    k.add_argument("--cores", type=int, default=os.cpu_count() or 1,
+                   help="the cores the run had, for the least wall time its work allows (default: this machine's)")
     args = parser.parse_args()
     {"measure": measure, "fit": fit, "project": project, "speedup": speedup, "compare": compare,
-     "measure-jobs": measure_jobs, "check": check}[args.mode](args)
+     "measure-jobs": measure_jobs, "check": check, "table": table}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from affine_homotopy.jobs.cost import D_REF, MEASURED_SETTINGS, N_REF, STAGE_COSTS, StageCost, fit_stage, project
+from affine_homotopy.jobs.cost import (D_REF, MEASURED_SETTINGS, N_REF, STAGE_COSTS, WORKING_SET_STAGES, StageCost,
+                                       fit_stage, project, solver_stage)
 from affine_homotopy.core.measures import EXTRINSIC_MEASURES
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
@@ -57,7 +58,15 @@ def test_projection_grows_as_the_model_says(paper_config) -> None:
     # N enters through each stage's exponent, layers linearly
     double_n = projection_of(paper_config, 4, 2 * N_REF)
     for stage, cost in STAGE_COSTS.items():
-        assert double_n.stages[stage] / base.stages[stage] == pytest.approx(2**cost.n_exponent)
+        if stage in WORKING_SET_STAGES.values():
+            assert double_n.stages[stage] == base.stages[stage] == 0  # priced into its base stage
+        elif stage in WORKING_SET_STAGES:  # 2 N_REF rows at D_REF take the working-set path, N_REF rows do not
+            path = STAGE_COSTS[solver_stage(stage, 2 * N_REF, D_REF)]
+            assert solver_stage(stage, N_REF, D_REF) == stage and path is not cost
+            assert double_n.stages[stage] / base.stages[stage] == pytest.approx(
+                path.seconds(2 * N_REF, D_REF) / cost.seconds(N_REF, D_REF))
+        else:
+            assert double_n.stages[stage] / base.stages[stage] == pytest.approx(2**cost.n_exponent)
     assert projection_of(paper_config, 4, N_REF, n_layers=4).total / base.total == pytest.approx(2)
     # the rules partition the stages
     assert base.total == pytest.approx(sum(base.stages.values()))
@@ -159,6 +168,34 @@ def test_study_projection_runs_the_extrinsic_rules_at_the_extrinsic_layers(paper
         assert final.rules[rule] == pytest.approx(every.rules[rule] / n_layers), rule
 
 
+def test_d_aff_is_priced_by_the_solver_path_it_takes() -> None:
+    """Below the working-set rule's threshold a pair costs d_aff's power law, from it on d_aff_working_set's;
+    the threshold is the solver's own rule (N >= 10 first sets of 4 (D + 1) rows)."""
+    from affine_homotopy.core.minimax import uses_working_set
+
+    for width in (384, 768):
+        threshold = 10 * 4 * (width + 1)
+        assert not uses_working_set(threshold - 1, width + 1) and uses_working_set(threshold, width + 1)
+        assert solver_stage("d_aff", threshold - 1, width) == "d_aff"
+        assert solver_stage("d_aff", threshold, width) == "d_aff_working_set"
+    assert solver_stage("d_psi", 10**6, 384) == "d_psi"  # no working-set path
+    costs = {"factorise": StageCost(0, 0, 0, "encoder"), "d_aff": StageCost(1.0, 1.0, 0, "ordered pair"),
+             "d_aff_working_set": StageCost(0.25, 0.5, 0, "ordered pair")}
+    costs.update({stage: StageCost(0, 0, 0, unit) for stage, unit in
+                  (("d_aff_exact", "exact ordered pair"), ("d_lin", "ordered pair"), ("baselines", "ordered pair"),
+                   ("task_probe", "encoder layer"), ("random_probe", "random classifier"), ("d_psi", "ordered pair"),
+                   ("d_worst", "random classifier"), ("d_worst_search", "ordered pair"))})
+    config = {"probe": {"l2_grid": [1.0], "max_iter": 10, "random_max_iter": 10},
+              "extrinsic": {"random_probes": {"method": "sgd", "epochs": 1, "learning_rates": [1.0]},
+                            "worst_search": {"steps": 0, "candidates": 0}, "measures": ["d_psi"],
+                            "n_random_classifiers": 0},
+              "intrinsic": {"measures": ["d_aff"]}}
+    widths = {"a": 384, "b": 384}
+    for n, expected in ((15_399, 2 * 1.0 * 15_399 / N_REF), (15_400, 2 * 0.25 * (15_400 / N_REF) ** 0.5)):
+        projected = project(config, widths, {"task": n}, 1, costs=costs)
+        assert projected.stages["d_aff"] == pytest.approx(expected)
+
+
 def test_stage_cost_formula() -> None:
     cost = StageCost(2.0, 1.5, 2.0, "ordered pair")
     assert cost.seconds(N_REF, D_REF) == 2.0
@@ -191,7 +228,7 @@ def toy_config(method: str = "sgd") -> dict:
 def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) -> None:
     """3 encoders (widths 384, 768, 384), one task of N = 20,000, 2 layer positions, a grid of 4 copies:
     every stage written out from the coefficients, T = a (N / 10,000)^b (D / 384)^c per unit, a pair at
-    the geometric mean of its two widths."""
+    the geometric mean of its two widths, d_aff by the solver path the pair takes."""
     widths, n, layers, copies = {"e0": 384, "e1": 768, "e2": 384}, 20_000, 2, 4
 
     def t(stage: str, d: int) -> float:
@@ -205,7 +242,9 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
     task_probe_scale = (2 * 250) / (4 * 500)  # l2 grid x max_iter, against the measured 4 x 500
     random_scale = (10 * 2) / (20 * 4) if method == "sgd" else 40 / (20 * 4)  # epochs x rates, or L-BFGS iterations
     search_scale = (3 + 10) / 7  # steps + candidates, against the measured 3 + 4
-    intrinsic = layers * (per_encoder("factorise") + per_pair("d_aff") + per_pair("d_lin") + per_pair("baselines"))
+    # d_aff: at N = 20,000 the two pairs at 384 take the working-set path (N >= 10 x 4 x 385), the wider ones not
+    d_aff = 4 * t("d_aff", mixed) + 2 * t("d_aff_working_set", 384)
+    intrinsic = layers * (per_encoder("factorise") + d_aff + per_pair("d_lin") + per_pair("baselines"))
     probe = layers * (task_probe_scale * per_encoder("task_probe") + random_scale * 10 * per_encoder("random_probe"))
     extrinsic = layers * (per_encoder("factorise") + per_pair("d_psi") + 10 * per_pair("d_worst")
                           + search_scale * per_pair("d_worst_search"))

@@ -70,9 +70,11 @@ def test_fit_keeps_the_last_row_of_a_size_skips_no_rows_and_scales_the_local_est
         return {"stage": stage, "n": n, "d": d, "k": k, "units": 6, "seconds_per_unit": seconds, "unit": "ordered pair",
                 "threads": 1, "load_1min": load, "machine": "test", "date": date, "fit": fit}
 
-    rows = [row("d_aff", 20_000, 384, 99.0, date="2030-01-01"),  # replaced by the later row of that size
-            row("d_aff", 10_000, 384, 2.0, load=3.0), row("d_aff", 20_000, 384, 4.0), row("d_aff", 10_000, 768, 8.0),
-            row("d_aff", 40_000, 384, 1e6, fit="no"), row("d_aff", 10_000, 384, 1e6, k=6),
+    rows = [row("d_aff", 10_000, 384, 99.0, date="2030-01-01"),  # replaced by the later row of that size
+            row("d_aff", 5_000, 384, 2.0, load=3.0), row("d_aff", 10_000, 384, 4.0), row("d_aff", 5_000, 768, 8.0),
+            row("d_aff", 12_000, 384, 1e6, fit="no"), row("d_aff", 5_000, 384, 1e6, k=6),
+            # the working-set path (N >= 10 x 4 x 385 at D = 384): its own power law, K = 2 rows included
+            row("d_aff", 20_000, 384, 3.0), row("d_aff", 80_000, 384, 6.0, k=2),
             row("d_psi", 10_000, 384, 1.0, fit="scaled"), row("d_psi", 40_000, 384, 4.0, fit="scaled")]
     measurements = write_rows(tmp_path / "m.csv", FIELDS, rows)
     ratios = write_rows(tmp_path / "r.csv", RATIO_FIELDS, [
@@ -80,8 +82,10 @@ def test_fit_keeps_the_last_row_of_a_size_skips_no_rows_and_scales_the_local_est
          "load_1min": 1.0, "machine": "test", "date": "2030-01-02", "note": ""}])
     stages = fitted_coefficients(measurements, ratios)["stages"]
     assert {k: stages["d_aff"][k] for k in ("seconds_ref", "n_exponent", "d_exponent", "n", "d", "dates")} == {
-        "seconds_ref": 2.0, "n_exponent": 1.0, "d_exponent": 2.0, "n": [10_000, 20_000], "d": [384, 768],
+        "seconds_ref": 4.0, "n_exponent": 1.0, "d_exponent": 2.0, "n": [5_000, 10_000], "d": [384, 768],
         "dates": ["2030-01-02"]}
+    working = stages["d_aff_working_set"]  # 3 s at 20,000 and 6 s at 80,000: sqrt(N), 3 / sqrt(2) at 10,000
+    assert (working["n"], working["n_exponent"], working["seconds_ref"]) == ([20_000, 80_000], 0.5, 2.12)
     assert stages["d_aff"]["load_1min"] == [1.0, 3.0] and not stages["d_aff"]["scaled_by_certified_ratio"]
     assert (stages["d_psi"]["seconds_ref"], stages["d_psi"]["n_exponent"]) == (3.0, 1.0)  # the ratio, flat in N
     assert stages["d_psi"]["scaled_by_certified_ratio"]

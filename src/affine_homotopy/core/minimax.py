@@ -47,19 +47,13 @@ import torch
 
 from ..errors import ConfigError
 from .linalg import WeightedLeastSquares, residual_norms, weighted_fit
+from .working_set_rule import uses_working_set, working_set_size  # noqa: F401  (part of this module's API)
 from .weight_updates import (DEFAULT_MEMORY, DEFAULT_SOLVER, DEFAULT_STEP, SOLVERS, JacobiUpdate, LawsonUpdate,
                              SolverOptions)
 
 log = logging.getLogger(__name__)
 
-# the working-set outer loop (working_set_fit): first set WORKING_SET_ROWS_PER_COLUMN rows per design
-# column (at least WORKING_SET_MIN_ROWS), used when that is at most 1 / WORKING_SET_MAX_SHARE_INV of the rows.
-# Measured on MiniLM SST-2 pairs (p = 385): the optimum rests on about 10 p rows whatever N (40 % of 8,000
-# rows, 20 % of 20,000, 6 % of 67,349); side by side with the plain solver the loop was 0.7-1.05x at
-# N = 8,000 (so the share rule leaves it out there), 1.8x at 20,000 and faster still at 67,349
-WORKING_SET_ROWS_PER_COLUMN = 4
-WORKING_SET_MIN_ROWS = 1000
-WORKING_SET_MAX_SHARE_INV = 10
+# the working-set outer loop (working_set_fit); when it runs and its first set's size: .working_set_rule
 WORKING_SET_LOOSE_TOL = 1e-2  # the relative gap of the rounds before the set is nearly complete
 WORKING_SET_JOIN = 1.0  # rows outside the set join it when their residual exceeds this times the lower bound
 # rows that carry no weight and whose residual is this far (relative) below the lower bound leave the set: on
@@ -247,17 +241,6 @@ def certify(design: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, 
 
 # ---------------------------------------------------------------------------------------------
 # the working-set outer loop
-
-
-def working_set_size(n: int, p: int) -> int:
-    """Rows of the first working set: ``WORKING_SET_ROWS_PER_COLUMN`` per design column, at least
-    ``WORKING_SET_MIN_ROWS`` (and at most ``n``)."""
-    return min(n, max(WORKING_SET_ROWS_PER_COLUMN * p, WORKING_SET_MIN_ROWS))
-
-
-def uses_working_set(n: int, p: int) -> bool:
-    """The outer loop pays when the first working set is a small share of the rows."""
-    return working_set_size(n, p) * WORKING_SET_MAX_SHARE_INV <= n
 
 
 def working_set_fit(
