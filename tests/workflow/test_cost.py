@@ -179,10 +179,12 @@ def test_d_aff_is_priced_by_the_solver_path_it_takes() -> None:
         assert solver_stage("d_aff", threshold - 1, width) == "d_aff"
         assert solver_stage("d_aff", threshold, width) == "d_aff_working_set"
     assert solver_stage("d_psi", 10**6, 384) == "d_psi"  # no working-set path
+    assert solver_stage("d_lin", 15_360, 384) == "d_lin_working_set"  # its design has no constant column
     costs = {"factorise": StageCost(0, 0, 0, "encoder"), "d_aff": StageCost(1.0, 1.0, 0, "ordered pair"),
              "d_aff_working_set": StageCost(0.25, 0.5, 0, "ordered pair")}
     costs.update({stage: StageCost(0, 0, 0, unit) for stage, unit in
-                  (("d_aff_exact", "exact ordered pair"), ("d_lin", "ordered pair"), ("baselines", "ordered pair"),
+                  (("d_aff_exact", "exact ordered pair"), ("d_lin", "ordered pair"),
+                   ("d_lin_working_set", "ordered pair"), ("baselines", "ordered pair"),
                    ("task_probe", "encoder layer"), ("random_probe", "random classifier"), ("d_psi", "ordered pair"),
                    ("d_worst", "random classifier"), ("d_worst_search", "ordered pair"))})
     config = {"probe": {"l2_grid": [1.0], "max_iter": 10, "random_max_iter": 10},
@@ -242,9 +244,11 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
     task_probe_scale = (2 * 250) / (4 * 500)  # l2 grid x max_iter, against the measured 4 x 500
     random_scale = (10 * 2) / (20 * 4) if method == "sgd" else 40 / (20 * 4)  # epochs x rates, or L-BFGS iterations
     search_scale = (3 + 10) / 7  # steps + candidates, against the measured 3 + 4
-    # d_aff: at N = 20,000 the two pairs at 384 take the working-set path (N >= 10 x 4 x 385), the wider ones not
+    # d_aff and d_lin: at N = 20,000 the two pairs at 384 take the working-set path (N >= 10 x 4 x 385, or
+    # 384 without the constant), the wider ones not
     d_aff = 4 * t("d_aff", mixed) + 2 * t("d_aff_working_set", 384)
-    intrinsic = layers * (per_encoder("factorise") + d_aff + per_pair("d_lin") + per_pair("baselines"))
+    d_lin = 4 * t("d_lin", mixed) + 2 * t("d_lin_working_set", 384)
+    intrinsic = layers * (per_encoder("factorise") + d_aff + d_lin + per_pair("baselines"))
     probe = layers * (task_probe_scale * per_encoder("task_probe") + random_scale * 10 * per_encoder("random_probe"))
     extrinsic = layers * (per_encoder("factorise") + per_pair("d_psi") + 10 * per_pair("d_worst")
                           + search_scale * per_pair("d_worst_search"))
@@ -260,7 +264,7 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
     config = toy_config(method)
     config["intrinsic"]["measures"] = ["d_aff", "d_iso", "cka"]
     without = project(config, widths, {"task": n}, layers, copies)
-    assert without.rules["intrinsic"] == pytest.approx(intrinsic - layers * per_pair("d_lin"), rel=1e-12)
+    assert without.rules["intrinsic"] == pytest.approx(intrinsic - layers * d_lin, rel=1e-12)
 
 
 def test_the_exact_pairs_of_a_config_are_those_at_the_float_floor() -> None:

@@ -66,6 +66,7 @@ STAGE_UNITS = {
     # a pair whose target is an affine image of its source by construction: the solver stops at its start
     "d_aff_exact": "exact ordered pair",
     "d_lin": "ordered pair",
+    "d_lin_working_set": "ordered pair",  # d_lin where its solver runs the working-set loop (as d_aff's)
     "baselines": "ordered pair",
     "task_probe": "encoder layer",
     "random_probe": "random classifier of an encoder layer",
@@ -78,13 +79,15 @@ STAGE_UNITS = {
 }
 COEFFICIENTS_FILE = "cost_coefficients.json"
 # the stages whose solver takes the working-set path at large N, and the stage that prices that path
-WORKING_SET_STAGES = {"d_aff": "d_aff_working_set"}
+WORKING_SET_STAGES = {"d_aff": "d_aff_working_set", "d_lin": "d_lin_working_set"}
+# the design's columns beyond the width: d_aff's affine design has a constant column, d_lin's has none
+DESIGN_EXTRA_COLUMNS = {"d_aff": 1, "d_lin": 0}
 
 
 def solver_stage(stage: str, n: int, width: float) -> str:
-    """The stage whose coefficients price ``stage`` at ``n`` rows and ``width`` (a pair's design has
-    ``width + 1`` columns): its working-set stage where the solver takes that path."""
-    if stage in WORKING_SET_STAGES and uses_working_set(n, int(round(width)) + 1):
+    """The stage whose coefficients price ``stage`` at ``n`` rows and ``width`` (the design has
+    ``width`` columns, plus a constant for d_aff): its working-set stage where the solver takes that path."""
+    if stage in WORKING_SET_STAGES and uses_working_set(n, int(round(width)) + DESIGN_EXTRA_COLUMNS[stage]):
         return WORKING_SET_STAGES[stage]
     return stage
 
@@ -260,7 +263,7 @@ def project(
     rules = {"intrinsic": 0.0, "probe": 0.0, "extrinsic": 0.0, "rank_deficiency": 0.0}
     for n in train_sizes.values():
         def over_pairs(stage: str) -> float:
-            return sum(costs[stage].seconds(n, w) for w in by_pair.values())
+            return sum(costs[solver_stage(stage, n, w)].seconds(n, w) for w in by_pair.values())
 
         per_layer = {
             "factorise": 2 * sum(costs["factorise"].seconds(n, d) for d in widths.values()),  # both rules
