@@ -50,16 +50,27 @@ GOAL_PASSES = 8
 FULL_SET = 67349  # SST-2's training set
 
 
-def baseline_solver(revision: str):
-    """``affine_homotopy.core.minimax`` as it is at git ``revision``, imported beside the current module."""
-    source = subprocess.run(["git", "show", f"{revision}:src/affine_homotopy/core/minimax.py"], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout
-    name = "affine_homotopy.core._minimax_baseline"
+def _module_at(revision: str, path: str, name: str):
+    """The module at ``path`` as it is at git ``revision``, imported beside the current package (its relative
+    imports resolve against the current one)."""
+    source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout
     spec = importlib.util.spec_from_loader(name, loader=None)
     module = importlib.util.module_from_spec(spec)
-    module.__package__ = "affine_homotopy.core"  # its relative imports resolve against the current package
+    module.__package__ = "affine_homotopy.core"
     sys.modules[name] = module
-    exec(compile(source, f"{revision}:core/minimax.py", "exec"), module.__dict__)
+    exec(compile(source, f"{revision}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def baseline_solver(revision: str):
+    """``affine_homotopy.core.minimax`` as it is at git ``revision``, with the weighted least squares and
+    residual passes of that revision's ``core/linalg.py``, imported beside the current modules."""
+    linalg = _module_at(revision, "src/affine_homotopy/core/linalg.py", "affine_homotopy.core._linalg_baseline")
+    module = _module_at(revision, "src/affine_homotopy/core/minimax.py", "affine_homotopy.core._minimax_baseline")
+    for name in ("WeightedLeastSquares", "residual_norms", "weighted_fit"):
+        if hasattr(linalg, name) and name in module.__dict__:
+            module.__dict__[name] = getattr(linalg, name)
     return module
 
 
@@ -98,6 +109,35 @@ def materialised_pass_seconds(design: torch.Tensor, target: torch.Tensor, repeat
             run()
             times[name].append(time.process_time() - tick)
     return float(np.median(times["materialised"])), float(np.median(times["blocked"]))
+
+
+def fit_kernel_seconds(design: torch.Tensor, target: torch.Tensor, rows: int = 6000, repeats: int = 5
+                       ) -> dict[str, tuple[float, float]]:
+    """CPU seconds of the two per-fit kernels that changed, in the form they had before and in today's, side by
+    side on the same float32 fit (the first ``rows`` rows, uniform weights; the working set's tight rounds
+    iterate in float32 on about 5,000-7,000 rows at N = 67,349): the leverages by a triangular solve with
+    every row as a right-hand side against ``WeightedLeastSquares.leverages`` (the inverted factor times the
+    rows, in blocks), and the squared residuals of the materialised residual matrix against
+    ``residual_norms(..., squared=True)``. Medians of ``repeats``; returns {kernel: (before, today)}."""
+    from affine_homotopy.core.linalg import WeightedLeastSquares
+
+    x, y = design[:rows].float(), target[0, :rows].float()
+    fit = WeightedLeastSquares(x, torch.full((x.shape[0],), 1.0 / x.shape[0]))
+    coef = fit.solve(y)
+    forms = {"leverages": (lambda: (torch.linalg.solve_triangular(fit.factor[0], x.T, upper=False) ** 2).sum(0),
+                           lambda: fit.leverages()[0]),
+             "squared residuals": (lambda: ((y - x @ coef) ** 2).sum(1),
+                                   lambda: residual_norms(x, y, coef, squared=True))}
+    out = {}
+    for name, (before, today) in forms.items():
+        times: dict[int, list[float]] = {0: [], 1: []}
+        for _ in range(repeats):
+            for slot, run in enumerate((before, today)):
+                tick = time.process_time()
+                run()
+                times[slot].append(time.process_time() - tick)
+        out[name] = (float(np.median(times[0])), float(np.median(times[1])))
+    return out
 
 
 def stability(source: np.ndarray, target: np.ndarray, n: int, base: minimax.MinimaxResult) -> tuple[float, float]:
@@ -159,6 +199,10 @@ def main() -> None:
                 f"{old_seconds / new_seconds:5.1f} {gap:8.1e} {overlap}")
             say(f"{'':6}  residual pass: materialised {materialised:.3f} s, blocked (linalg.residual_norms) "
                 f"{blocked:.3f} s: {materialised / blocked:.2f}x")
+            if n >= 6000:
+                kernels = fit_kernel_seconds(design, y)
+                say(f"{'':6}  one float32 fit on 6,000 rows, before -> today: " + "; ".join(
+                    f"{name} {old:.4f} -> {new:.4f} s ({old / new:.2f}x)" for name, (old, new) in kernels.items()))
             if args.stability:
                 jitter, threads = stability(reps[source], reps[target], n, new)
                 say(f"{'':6}  reported d_aff's relative change: jitter 1e-7 {jitter:.1e}, threads 1 -> 2 {threads:.1e} "

@@ -567,3 +567,24 @@ def test_blocked_residual_norms_equal_the_materialised_residuals(monkeypatch, bl
     single = linalg.residual_norms(torch.from_numpy(design), torch.from_numpy(targets[1]), torch.from_numpy(coef[1]))
     np.testing.assert_allclose(single.numpy(), expected[1], rtol=1e-13)
     assert linalg.residual_norms(torch.zeros(0, 4), torch.zeros(0, 3), torch.zeros(4, 3)).shape == (0,)
+    squared = linalg.residual_norms(torch.from_numpy(design), torch.from_numpy(targets), torch.from_numpy(coef),
+                                    squared=True)
+    np.testing.assert_allclose(squared.numpy(), expected**2, rtol=1e-13)
+
+
+@pytest.mark.parametrize("block_entries", [1, 7, 2**20])
+def test_leverages_equal_the_hat_matrix_diagonal(monkeypatch, block_entries: int) -> None:
+    """WeightedLeastSquares.leverages (the inverted factor times the rows, in blocks) against numpy's
+    ``x_n (X^T W X)^-1 x_n^T`` for every row, rows without weight included, for a batch of weight
+    vectors and a selection of it."""
+    from affine_homotopy.core import linalg
+    monkeypatch.setattr(linalg, "RESIDUAL_BLOCK_ENTRIES", block_entries)
+    rng = np.random.default_rng(26)
+    design = rng.standard_normal((13, 4))
+    weights = rng.random((3, 13))
+    weights[1, :5] = 0.0  # rows without weight still get a leverage
+    fit = linalg.WeightedLeastSquares(torch.from_numpy(design), torch.from_numpy(weights))
+    expected = np.stack([np.einsum("ij,jk,ik->i", design, np.linalg.inv(design.T @ (w[:, None] * design)), design)
+                         for w in weights])
+    np.testing.assert_allclose(fit.leverages().numpy(), expected, rtol=1e-10)
+    np.testing.assert_allclose(fit.leverages(torch.tensor([False, True, False])).numpy(), expected[1:2], rtol=1e-10)

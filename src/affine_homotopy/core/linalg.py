@@ -277,23 +277,30 @@ class WeightedLeastSquares:
         return coef[0] if single and self.single else coef
 
     def leverages(self, select: torch.Tensor | None = None) -> torch.Tensor:
-        """``k_n = x_n M^-1 x_n^T`` for every row of the design (B, N): one triangular solve per batch entry.
+        """``k_n = x_n M^-1 x_n^T`` for every row of the design (B, N).
 
         ``select`` (a boolean mask or indices over the batch) computes them for those entries only.
+        ``k_n = ||L^-1 x_n||^2`` with ``M = L L^T``: the triangular factor is inverted once (p^3 / 3)
+        and the rows are multiplied by it in blocks (:func:`row_norms_of_product`), a matrix product
+        instead of a triangular solve with N right-hand sides, which on one CPU thread ran at about
+        half the speed (0.085 against 0.041 s at N = 6,000, p = 385 in float32; 0.105 against 0.085 in
+        float64). The leverages only scale the jacobi solver's steps, never a bound.
         """
         factor = self.factor if select is None else self.factor[select]
-        # k_n = ||L^-1 x_n||^2 with M = L L^T: a triangular solve, half the flops of x_n M^-1 x_n^T
-        solved = torch.linalg.solve_triangular(factor, self.design.T.expand(factor.shape[0], -1, -1), upper=False)
-        return (solved * solved).sum(dim=1)
+        eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
+        inverse_t = torch.linalg.solve_triangular(factor, eye.expand_as(factor), upper=False).transpose(1, 2)
+        return torch.stack([row_norms_of_product(self.design, inverse_t[b].contiguous(), squared=True)
+                            for b in range(factor.shape[0])])
 
 
 # rows per block of residual_norms: about 2**20 residual entries, a few MB that stay in cache
 RESIDUAL_BLOCK_ENTRIES = 2**20
 
 
-def residual_norms(design: torch.Tensor, targets: torch.Tensor, coef: torch.Tensor) -> torch.Tensor:
+def residual_norms(design: torch.Tensor, targets: torch.Tensor, coef: torch.Tensor, squared: bool = False
+                   ) -> torch.Tensor:
     """``||targets[n] - design[n] @ coef||_2`` for every row: (N,) for targets (N, q) and coef (p, q),
-    (B, N) for (B, N, q) and (B, p, q).
+    (B, N) for (B, N, q) and (B, p, q); ``squared``: the squared norms.
 
     The same numbers as ``vector_norm(targets - design @ coef, dim=-1)``, computed in blocks of rows
     into one reused buffer: the (N, q) residual matrix is never materialised, so a pass over many rows
@@ -313,8 +320,28 @@ def residual_norms(design: torch.Tensor, targets: torch.Tensor, coef: torch.Tens
             stop = min(n, start + block)
             rows = buffer[: stop - start]
             torch.addmm(targets[b, start:stop], design[start:stop], coef[b], beta=1, alpha=-1, out=rows)
-            torch.linalg.vector_norm(rows, dim=1, out=out[b, start:stop])
+            _row_norms_into(rows, out[b, start:stop], squared)
     return out[0] if single else out
+
+
+def row_norms_of_product(design: torch.Tensor, matrix: torch.Tensor, squared: bool = False) -> torch.Tensor:
+    """``||design[n] @ matrix||_2`` for every row (N,), in blocks of rows as :func:`residual_norms`."""
+    n, width = design.shape[0], matrix.shape[1]
+    out = torch.empty(n, dtype=design.dtype, device=design.device)
+    block = max(1, min(max(n, 1), RESIDUAL_BLOCK_ENTRIES // max(width, 1)))
+    buffer = torch.empty((block, width), dtype=design.dtype, device=design.device)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        rows = buffer[: stop - start]
+        torch.mm(design[start:stop], matrix, out=rows)
+        _row_norms_into(rows, out[start:stop], squared)
+    return out
+
+
+def _row_norms_into(rows: torch.Tensor, out: torch.Tensor, squared: bool) -> None:
+    torch.linalg.vector_norm(rows, dim=1, out=out)
+    if squared:
+        out.square_()
 
 
 def weighted_fit(

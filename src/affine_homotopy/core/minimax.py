@@ -169,9 +169,7 @@ def _iterate(design: torch.Tensor, targets: torch.Tensor, atol: torch.Tensor, to
         else:
             fit = WeightedLeastSquares(design, w, rows)
             coef = fit.solve(current)
-        residual = current - design @ coef
-        sq_residual = (residual * residual).sum(dim=2)
-        del residual
+        sq_residual = residual_norms(design, current, coef, squared=True)
         dual = (w * sq_residual).sum(dim=1)
         step_upper = sq_residual.max(dim=1).values.sqrt()
         step_lower = dual.clamp(min=0).sqrt()
