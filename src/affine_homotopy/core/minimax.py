@@ -295,9 +295,11 @@ def working_set_fit(
     ls_lower = residual_ls.square().mean(dim=1).sqrt()
     closed = least_squares - ls_lower <= tol * least_squares + atol
     best.lower[closed] = torch.minimum(ls_lower[closed], least_squares[closed])
+    design_screen = _Screen.screen_copy(design)  # one float32 copy of the design for every target
     for b in range(batch):
         if not bool(closed[b]):
-            _working_set_target(design, targets[b], residual_ls[b], atol, b, best, size, tol, max_iter, options)
+            _working_set_target(design, targets[b], residual_ls[b], atol, b, best, size, tol, max_iter, options,
+                                design_screen)
     lower = torch.minimum(best.lower, best.upper)
     return MinimaxResult(upper=best.upper, lower=lower, least_squares=least_squares, coef=best.coef,
                          iterations=best.iterations, weights=best.weights, weights_lower=best.weights_lower,
@@ -305,11 +307,13 @@ def working_set_fit(
 
 
 def _working_set_target(design: torch.Tensor, target: torch.Tensor, residual: torch.Tensor, atol: torch.Tensor, b: int,
-                        best: MinimaxResult, size: int, tol: float, max_iter: int, options: dict) -> None:
+                        best: MinimaxResult, size: int, tol: float, max_iter: int, options: dict,
+                        design_screen: torch.Tensor | None = None) -> None:
     """The working-set rounds of target ``b`` (see :func:`working_set_fit`), updating ``best[b]`` in place;
-    ``residual``: the least-squares map's residuals, which choose the first set."""
+    ``residual``: the least-squares map's residuals, which choose the first set; ``design_screen``: the
+    design in the screens' precision, shared by the targets (:meth:`_Screen.screen_copy`)."""
     n, dtype, device = target.shape[0], design.dtype, design.device
-    screen = _Screen(design, target)
+    screen = _Screen(design, target, design_screen)
     rows = torch.sort(torch.topk(residual, size).indices).values
     start: torch.Tensor | None = None
     inner = max(tol, WORKING_SET_LOOSE_TOL)  # while the set is far from complete, a rough solve is enough
@@ -395,10 +399,18 @@ class _Screen:
     """A map's residuals on every row of one target: screened in float32 (they only choose rows), and
     exact in the design's precision (the certified upper bound)."""
 
-    def __init__(self, design: torch.Tensor, target: torch.Tensor) -> None:
+    def __init__(self, design: torch.Tensor, target: torch.Tensor, design_screen: torch.Tensor | None = None) -> None:
         self.design, self.target = design, target
-        self.dtype = WORKING_SET_SCREEN_DTYPE if design.dtype.itemsize > WORKING_SET_SCREEN_DTYPE.itemsize else design.dtype
-        self.design_screen, self.target_screen = design.to(self.dtype), target.to(self.dtype)
+        self.design_screen = self.screen_copy(design) if design_screen is None else design_screen
+        self.dtype = self.design_screen.dtype
+        self.target_screen = target.to(self.dtype)
+
+    @staticmethod
+    def screen_copy(design: torch.Tensor) -> torch.Tensor:
+        """The design in the screens' precision (float32, or the design's own if narrower): N p entries,
+        converted once for all the targets of a batch rather than once per target."""
+        narrow = design.dtype.itemsize > WORKING_SET_SCREEN_DTYPE.itemsize
+        return design.to(WORKING_SET_SCREEN_DTYPE) if narrow else design
 
     def residuals(self, coef: torch.Tensor) -> torch.Tensor:
         return residual_norms(self.design_screen, self.target_screen, coef.to(self.dtype)).to(self.design.dtype)
