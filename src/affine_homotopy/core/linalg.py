@@ -281,10 +281,10 @@ class WeightedLeastSquares:
 
         ``select`` (a boolean mask or indices over the batch) computes them for those entries only.
         ``k_n = ||L^-1 x_n||^2`` with ``M = L L^T``: the triangular factor is inverted once (p^3 / 3)
-        and the rows are multiplied by it in blocks (:func:`row_norms_of_product`), a matrix product
-        instead of a triangular solve with N right-hand sides, which on one CPU thread ran at about
-        half the speed (0.085 against 0.041 s at N = 6,000, p = 385 in float32; 0.105 against 0.085 in
-        float64). The leverages only scale the jacobi solver's steps, never a bound.
+        and the rows are multiplied by it in blocks (:func:`row_norms_of_product`): a matrix product
+        instead of a triangular solve with N right-hand sides, 1.2-1.6x faster on one CPU thread for a
+        float32 fit of 6,000 rows and p = 385 (``benchmarks/daff_passes.py`` prints both side by side).
+        The leverages only scale the jacobi solver's steps, never a bound.
         """
         factor = self.factor if select is None else self.factor[select]
         eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
