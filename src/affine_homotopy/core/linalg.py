@@ -309,39 +309,38 @@ def residual_norms(design: torch.Tensor, targets: torch.Tensor, coef: torch.Tens
     """
     single = targets.ndim == 2
     targets, coef = (targets[None], coef[None]) if single else (targets, coef)
-    batch, n, q = targets.shape
-    out = torch.empty((batch, n), dtype=targets.dtype, device=targets.device)
-    if n == 0:
-        return out[0] if single else out
-    block = max(1, min(n, RESIDUAL_BLOCK_ENTRIES // max(q, 1)))
-    buffer = torch.empty((block, q), dtype=targets.dtype, device=targets.device)
-    for b in range(batch):
-        for start in range(0, n, block):
-            stop = min(n, start + block)
-            rows = buffer[: stop - start]
-            torch.addmm(targets[b, start:stop], design[start:stop], coef[b], beta=1, alpha=-1, out=rows)
-            _row_norms_into(rows, out[b, start:stop], squared)
+    out = torch.empty(targets.shape[:2], dtype=targets.dtype, device=targets.device)
+    for b in range(targets.shape[0]):
+        _blocked_row_norms(design, coef[b], out[b], squared, subtract_from=targets[b])
     return out[0] if single else out
 
 
 def row_norms_of_product(design: torch.Tensor, matrix: torch.Tensor, squared: bool = False) -> torch.Tensor:
     """``||design[n] @ matrix||_2`` for every row (N,), in blocks of rows as :func:`residual_norms`."""
+    out = torch.empty(design.shape[0], dtype=design.dtype, device=design.device)
+    _blocked_row_norms(design, matrix, out, squared)
+    return out
+
+
+def _blocked_row_norms(design: torch.Tensor, matrix: torch.Tensor, out: torch.Tensor, squared: bool,
+                       subtract_from: torch.Tensor | None = None) -> None:
+    """Row norms of ``design @ matrix`` (or of ``subtract_from - design @ matrix``) into ``out``, in blocks of
+    about ``RESIDUAL_BLOCK_ENTRIES`` entries through one reused buffer."""
     n, width = design.shape[0], matrix.shape[1]
-    out = torch.empty(n, dtype=design.dtype, device=design.device)
-    block = max(1, min(max(n, 1), RESIDUAL_BLOCK_ENTRIES // max(width, 1)))
+    if n == 0:
+        return
+    block = max(1, min(n, RESIDUAL_BLOCK_ENTRIES // max(width, 1)))
     buffer = torch.empty((block, width), dtype=design.dtype, device=design.device)
     for start in range(0, n, block):
         stop = min(n, start + block)
         rows = buffer[: stop - start]
-        torch.mm(design[start:stop], matrix, out=rows)
-        _row_norms_into(rows, out[start:stop], squared)
-    return out
-
-
-def _row_norms_into(rows: torch.Tensor, out: torch.Tensor, squared: bool) -> None:
-    torch.linalg.vector_norm(rows, dim=1, out=out)
-    if squared:
-        out.square_()
+        if subtract_from is None:
+            torch.mm(design[start:stop], matrix, out=rows)
+        else:
+            torch.addmm(subtract_from[start:stop], design[start:stop], matrix, beta=1, alpha=-1, out=rows)
+        torch.linalg.vector_norm(rows, dim=1, out=out[start:stop])
+        if squared:
+            out[start:stop].square_()
 
 
 def weighted_fit(

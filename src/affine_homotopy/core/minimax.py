@@ -308,7 +308,7 @@ def working_set_fit(
 
 def _working_set_target(design: torch.Tensor, target: torch.Tensor, residual: torch.Tensor, atol: torch.Tensor, b: int,
                         best: MinimaxResult, size: int, tol: float, max_iter: int, options: dict,
-                        design_screen: torch.Tensor | None = None) -> None:
+                        design_screen: torch.Tensor) -> None:
     """The working-set rounds of target ``b`` (see :func:`working_set_fit`), updating ``best[b]`` in place;
     ``residual``: the least-squares map's residuals, which choose the first set; ``design_screen``: the
     design in the screens' precision, shared by the targets (:meth:`_Screen.screen_copy`)."""
@@ -399,9 +399,8 @@ class _Screen:
     """A map's residuals on every row of one target: screened in float32 (they only choose rows), and
     exact in the design's precision (the certified upper bound)."""
 
-    def __init__(self, design: torch.Tensor, target: torch.Tensor, design_screen: torch.Tensor | None = None) -> None:
-        self.design, self.target = design, target
-        self.design_screen = self.screen_copy(design) if design_screen is None else design_screen
+    def __init__(self, design: torch.Tensor, target: torch.Tensor, design_screen: torch.Tensor) -> None:
+        self.design, self.target, self.design_screen = design, target, design_screen
         self.dtype = self.design_screen.dtype
         self.target_screen = target.to(self.dtype)
 
