@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import (
-    EARLY, GLUE_FOLDERS, NO_SLURM_CONTROLLER, OTHER_HUB_VARIABLES, REPO, SCHEMA, shared_glue_missing, snakemake,
+    EARLY, EARLY_LANES, GLUE_FOLDERS, NO_SLURM_CONTROLLER, OTHER_HUB_VARIABLES, REPO, SCHEMA, shared_glue_missing, snakemake,
     started_early, tiny_config, write_config, write_tiny_bert,
 )
 
@@ -69,11 +69,11 @@ def tiny_run(request: pytest.FixtureRequest, environ: Mapping[str, str]) -> Call
 
 
 class EarlyWork:
-    """The works of EARLY that the selected tests need, run one after another in a background thread in
-    the order the tests first need them; result(name) waits for one."""
+    """The works of EARLY that the selected tests need, run one after another in a background thread per
+    lane (EARLY_LANES) in the order the tests first need them; result(name) waits for one."""
 
     def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-work")
+        self.pools: dict[str, ThreadPoolExecutor] = {}
         self.futures: dict[str, Future[Any]] = {}
         self.seconds: dict[str, float] = {}  # wall seconds of each finished work (the terminal summary)
 
@@ -95,7 +95,10 @@ class EarlyWork:
                 self.futures[name] = Future()
                 self.futures[name].set_exception(error)
             else:
-                self.futures[name] = self.pool.submit(self.timed(name, work))
+                lane = EARLY_LANES.get(name, "studies")
+                if lane not in self.pools:
+                    self.pools[lane] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"early-{lane}")
+                self.futures[name] = self.pools[lane].submit(self.timed(name, work))
 
     def result(self, name: str, request: pytest.FixtureRequest) -> Any:
         if name not in self.futures:  # requested by getfixturevalue, outside the tests' fixture closures
@@ -103,14 +106,15 @@ class EarlyWork:
         return self.futures[name].result()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        for pool in self.pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def early_work(request: pytest.FixtureRequest):
     """Starts, before the first test, the works of EARLY (helpers.started_early) that the selected tests
-    need, in a background thread: a study runs on the second core while the tests before the first one
-    that needs it run on the first (a plain `pytest`, no plugin)."""
+    need, in background threads (one per lane): a study runs on the second core while the tests before the
+    first one that needs it run on the first (a plain `pytest`, no plugin)."""
     needed = list(dict.fromkeys(name for item in request.session.items for name in item.fixturenames if name in EARLY))
     works = EarlyWork()
     works.start(request, needed)
@@ -126,9 +130,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     """The early works' wall times beside --durations: they run in the background thread, outside any test."""
     seconds = config.stash.get(EARLY_SECONDS, {})
     if seconds:
-        terminalreporter.write_sep("=", "early works (background thread, wall seconds)")
+        terminalreporter.write_sep("=", "early works (background threads, wall seconds)")
         for name, value in seconds.items():
-            terminalreporter.write_line(f"{value:8.2f}s  {name}")
+            terminalreporter.write_line(f"{value:8.2f}s  {name} ({EARLY_LANES.get(name, 'studies')} lane)")
 
 
 @pytest.fixture(scope="session")

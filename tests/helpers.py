@@ -152,14 +152,23 @@ def shared_glue_missing() -> bool:
 # thread (it may request session fixtures) and returns the work, a function of no arguments whose result
 # is the fixture's value; the work starts processes with ``environ``, the session's environment at its start
 EARLY: dict[str, Callable[[Any, Mapping[str, str]], Callable[[], Any]]] = {}
+# fixture name -> its lane: the works of a lane run one after another in the lane's own thread. "studies"
+# (the default) holds the works that keep the machine's cores busy; "cluster" the cluster run, which mostly
+# waits on SLURM's scheduling and status checks, so that its waiting overlaps with the studies and the tests
+EARLY_LANES: dict[str, str] = {}
 
 
-def started_early(prepare: Callable[[Any, Mapping[str, str]], Callable[[], Any]]) -> Any:
-    """A session fixture named after ``prepare``, whose work starts early (EARLY) and whose value is the
-    work's result (the test that needs it first waits for it, as it would for a fixture built then)."""
+def started_early(prepare: Callable[[Any, Mapping[str, str]], Callable[[], Any]] | None = None, *,
+                  lane: str = "studies") -> Any:
+    """A session fixture named after ``prepare``, whose work starts early (EARLY) in ``lane``'s thread and
+    whose value is the work's result (the test that needs it first waits for it, as it would for a fixture
+    built then). Used bare (``@started_early``) or with a lane (``@started_early(lane="cluster")``)."""
     import pytest
 
+    if prepare is None:
+        return lambda function: started_early(function, lane=lane)
     EARLY[prepare.__name__] = prepare
+    EARLY_LANES[prepare.__name__] = lane
 
     def waits_for_the_work(early_work, request):
         return early_work.result(prepare.__name__, request)
@@ -191,10 +200,11 @@ def paper_plan(device: str = "auto", slurm: bool = False) -> tuple[str, ...]:
 NO_SLURM_CONTROLLER = REPO / "tests" / "workflow" / "slurm" / "no_controller.conf"
 
 
-def cluster_env() -> dict[str, str]:
-    """os.environ for the cluster test's SLURM commands and daemons: the machine's own SLURM config
-    (SLURM_CONF as the caller of pytest set it, else SLURM's default), not the suite's NO_SLURM_CONTROLLER."""
-    env = dict(os.environ)
+def cluster_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: os.environ) for the cluster test's SLURM commands and daemons: the machine's own
+    SLURM config (SLURM_CONF as the caller of pytest set it, else SLURM's default), not the suite's
+    NO_SLURM_CONTROLLER."""
+    env = dict(os.environ if environ is None else environ)
     if env.get("SLURM_CONF") == str(NO_SLURM_CONTROLLER):
         del env["SLURM_CONF"]
     return env

@@ -6,6 +6,7 @@ environment file, not the interpreter that checks the config."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import pkgutil
 import re
@@ -130,23 +131,53 @@ def test_the_core_library_installs_alone_and_runs_the_readme_example(core_instal
 # modules, names, layout
 
 
+# Run in one fresh interpreter: the third-party libraries the package builds on (top-level modules only,
+# never the package's) are imported once, then each module of the package is imported in a forked child of
+# that interpreter, so no module of the package is in sys.modules before the one under test. Prints one
+# JSON line: {module: the last line of its error} for those that fail.
+IMPORT_EACH_ALONE = """
+import json, os, sys, traceback
+import numpy, pandas, scipy, torch, yaml  # noqa: F401
+failures = {}
+for module in sys.argv[1:]:
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        status, message = 0, b""
+        try:
+            __import__("affine_homotopy." + module)
+        except BaseException:
+            status, message = 1, traceback.format_exc().strip().splitlines()[-1].encode()
+        os.write(write, message)
+        os._exit(status)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode()
+    _, status = os.waitpid(child, 0)
+    if status != 0:
+        failures[module] = [message or f"exit status {status}"]
+print(json.dumps(failures))
+"""
+
+
 @started_early
 def module_imports(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[list[str], dict[str, list[str]]]]:
-    """Every module of the package imported alone, each in a fresh interpreter (one after another: about a
-    minute): (the modules, {module: the last line of its error} for those that fail)."""
+    """Every module of the package imported alone, each in a forked child of one fresh interpreter that has
+    imported only third-party libraries (IMPORT_EACH_ALONE), and the command started as ``python -m``:
+    (the modules, {module: the last line of its error} for those that fail)."""
     modules = module_names()
 
     def work() -> tuple[list[str], dict[str, list[str]]]:
-        failures = {}
-        for module in modules:
-            if module == "__main__":  # runs the command: checked by starting it
-                args = ["-m", "affine_homotopy", "--help"]
-            else:
-                args = ["-c", f"import affine_homotopy.{module}"]
-            result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
-                                    env=dict(environ, OMP_WAIT_POLICY="PASSIVE"), cwd=REPO)
-            if result.returncode != 0:
-                failures[module] = result.stderr.strip().splitlines()[-1:]
+        env = dict(environ, OMP_WAIT_POLICY="PASSIVE")
+        alone = subprocess.run([sys.executable, "-c", IMPORT_EACH_ALONE, *(m for m in modules if m != "__main__")],
+                               capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+        assert alone.returncode == 0, alone.stderr[-3000:]
+        failures = json.loads(alone.stdout.strip().splitlines()[-1])
+        command = subprocess.run([sys.executable, "-m", "affine_homotopy", "--help"], capture_output=True, text=True,
+                                 timeout=300, env=env, cwd=REPO)
+        if command.returncode != 0:  # __main__ runs the command: checked by starting it
+            failures["__main__"] = command.stderr.strip().splitlines()[-1:]
         return modules, failures
 
     return work

@@ -3,7 +3,8 @@
 the extrinsic one.
 
 The cluster is started by tests/workflow/slurm/cluster.sh (Debian's munge + slurm, installed if missing) and
-stopped again by PID. Where SLURM cannot be started (not root, no package manager) the test skips
+stopped again by PID, both in the run's early work (slurm_run), which runs in its own lane beside the
+studies: the cluster run mostly waits. Where SLURM cannot be started (not root, no package manager) the test skips
 with the reason, and that skip fails the run (tests/conftest.py: CI runs as root and must run it);
 AFFINE_HOMOTOPY_ALLOW_SKIPS=1 lets a local run without root pass over it.
 """
@@ -15,32 +16,19 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.helpers import GPU_CAPABLE, REPO, cluster_env, snakemake, write_config
+from tests.helpers import GPU_CAPABLE, REPO, cluster_env, snakemake, started_early, tiny_config, write_config
 from tests.tolerances import relative_tolerance
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(2400)]  # cluster start-up, the tiny run, the cluster run
 CLUSTER = REPO / "tests" / "workflow" / "slurm" / "cluster.sh"
-
-
-@pytest.fixture(scope="module")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
-    if os.geteuid() != 0:
-        pytest.skip("starting SLURM daemons needs root")
-    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
-        pytest.skip("SLURM is not installed and there is no apt-get to install it")
-    state = tmp_path_factory.mktemp("slurm_state")
-    env = dict(cluster_env(), SLURM_TEST_STATE=str(state))
-    started = subprocess.run(["bash", str(CLUSTER), "up"], env=env, capture_output=True, text=True, timeout=600)
-    if started.returncode != 0:
-        pytest.skip(f"could not start a single-node SLURM: {started.stderr[-800:]}")
-    yield state
-    subprocess.run(["bash", str(CLUSTER), "down"], env=env, capture_output=True, text=True, timeout=120)
 
 
 def cluster_targets(config) -> list[str]:
@@ -51,42 +39,72 @@ def cluster_targets(config) -> list[str]:
     return [f"results/tiny/extrinsic/{task}/layer{layer}/d_psi.csv", f"results/tiny/probes/{task}/layer{layer}.csv"]
 
 
-def test_tiny_study_through_the_slurm_profile(slurm_cluster: Path, tmp_path: Path, tiny_run) -> None:
-    results, config = tiny_run
-    local, cluster = results.parent.parent, tmp_path / "cluster"
+@started_early(lane="cluster")
+def slurm_run(request: pytest.FixtureRequest, environ) -> Callable[[], dict[str, Any]]:
+    """The tiny study's config (tests/helpers.tiny_config, as the shared tiny run) run on a single-node SLURM
+    started for it, in the cluster lane (its time is mostly SLURM's scheduling and status checks, which
+    overlap with the studies and the tests): the folder, the config, the run's wall seconds, the time of its
+    first submission and the lines of SLURM's job-completion log. The cluster is stopped before it returns."""
+    config = tiny_config(request.getfixturevalue("tiny_models"))
+    root = request.getfixturevalue("tmp_path_factory").mktemp("slurm")
+    cluster, state = root / "cluster", root / "slurm_state"
     cluster.mkdir()
+    state.mkdir()
     write_config(cluster / "tiny.yaml", config)
+    env = cluster_env(environ)
 
-    submitted_after = time.time()
-    started = time.monotonic()
-    snakemake(
-        *cluster_targets(config),  # before --configfile, which would take them as more config files
-        "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
-        "--configfile", str(cluster / "tiny.yaml"),
-        "--jobs", "4",
-        # the test cluster: no account, one partition, no GPUs, no sacct (no slurmdbd)
-        "--slurm-no-account",
-        "--default-resources", "slurm_partition=debug",
-        "--set-resources", *(f"{rule}:slurm_partition=debug" for rule in sorted(GPU_CAPABLE)),
-        *(f"{rule}:gpu=0" for rule in sorted(GPU_CAPABLE)),
-        "--slurm-status-command", "squeue",
-        "--slurm-init-seconds-before-status-checks", "2",
-        "--seconds-between-status-checks", "2",
-        "--latency-wait", "5",
-        workdir=cluster, environ=cluster_env(),
-    )
-    duration = time.monotonic() - started
-    print(f"SLURM run took {duration:.0f} s")
+    def work() -> dict[str, Any]:
+        if os.geteuid() != 0:
+            pytest.skip("starting SLURM daemons needs root")
+        if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+            pytest.skip("SLURM is not installed and there is no apt-get to install it")
+        daemons = dict(env, SLURM_TEST_STATE=str(state))
+        started = subprocess.run(["bash", str(CLUSTER), "up"], env=daemons, capture_output=True, text=True, timeout=600)
+        if started.returncode != 0:
+            pytest.skip(f"could not start a single-node SLURM: {started.stderr[-800:]}")
+        try:
+            submitted_after, began = time.time(), time.monotonic()
+            snakemake(
+                *cluster_targets(config),  # before --configfile, which would take them as more config files
+                "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"),
+                "--configfile", str(cluster / "tiny.yaml"),
+                "--jobs", "4",
+                # the test cluster: no account, one partition, no GPUs, no sacct (no slurmdbd)
+                "--slurm-no-account",
+                "--default-resources", "slurm_partition=debug",
+                "--set-resources", *(f"{rule}:slurm_partition=debug" for rule in sorted(GPU_CAPABLE)),
+                *(f"{rule}:gpu=0" for rule in sorted(GPU_CAPABLE)),
+                "--slurm-status-command", "squeue",
+                "--slurm-init-seconds-before-status-checks", "2",
+                "--seconds-between-status-checks", "2",
+                "--latency-wait", "5",
+                workdir=cluster, environ=env,
+            )
+            seconds = time.monotonic() - began
+            config_text = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60,
+                                         env=env).stdout
+            jobcomp = re.search(r"JobCompLoc\s*=\s*(\S+)", config_text)[1]  # ours, or a running cluster's
+            records = Path(jobcomp).read_text().splitlines()
+        finally:
+            subprocess.run(["bash", str(CLUSTER), "down"], env=daemons, capture_output=True, text=True, timeout=120)
+        return {"folder": cluster, "config": config, "seconds": seconds, "submitted_after": submitted_after,
+                "records": records}
+
+    return work
+
+
+def test_tiny_study_through_the_slurm_profile(slurm_run, tiny_run) -> None:
+    results, config = tiny_run
+    local, cluster = results.parent.parent, slurm_run["folder"]
+    assert slurm_run["config"] == config
+    print(f"SLURM run took {slurm_run['seconds']:.0f} s")
 
     # SLURM's own records: every job of this run finished COMPLETED, run from this workdir
-    config_text = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=60,
-                                 env=cluster_env()).stdout
-    jobcomp = re.search(r"JobCompLoc\s*=\s*(\S+)", config_text)[1]  # ours, or a running cluster's
-    records = Path(jobcomp).read_text().splitlines()
-    ours = [r for r in records if f"WorkDir={cluster}" in r]
+    ours = [r for r in slurm_run["records"] if f"WorkDir={cluster}" in r]
     assert ours, "no SLURM job of this run in SLURM's job-completion log"
     assert all("JobState=COMPLETED" in r for r in ours), [r for r in ours if "COMPLETED" not in r]
     submit_times = [re.search(r"SubmitTime=(\S+)", r)[1] for r in ours]
+    submitted_after = slurm_run["submitted_after"]
     assert all(time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S")) >= int(submitted_after) - 1 for t in submit_times)
     assert len(ours) >= 10  # data, embed, derive, intrinsic, probes, probe table, extrinsic
 

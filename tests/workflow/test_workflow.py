@@ -95,49 +95,32 @@ def test_a_selection_of_extrinsic_measures_and_layers_plans_only_those_outputs(t
     assert "config key 'extrinsic.layers' = [2]" in said and not (tmp_path / "results").exists()
 
 
-@started_early
-def d_psi_alone_run(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[Path, dict[str, Any]]]:
-    """The tiny study with the smallest extrinsic selection, d_psi at the last layer only, on one task."""
-    workdir = request.getfixturevalue("tmp_path_factory").mktemp("d_psi_alone")
-    config = tiny_config(request.getfixturevalue("tiny_models"),
-                         tasks={"sent": {"source": "synthetic", "generator": "synthetic_sentiment", "n_train": 120,
-                                         "n_dev": 40}},
-                         extrinsic={"max_iter": 50, "measures": ["d_psi"], "layers": [2]})
-    configfile = write_config(workdir / "psi.yaml", config)
-
-    def work() -> tuple[Path, dict[str, Any]]:
-        snakemake("--cores", "2", "--configfile", str(configfile), workdir=workdir, environ=environ)
-        return workdir / "results" / "tiny", config
-
-    return work
-
-
-def test_a_run_of_d_psi_alone_at_one_layer_writes_only_that(d_psi_alone_run) -> None:
-    """The job scripts with the smallest selection: d_psi at the last layer only. The probe jobs fit that
-    layer's task probes and no random-label probe, the extrinsic jobs write d_psi's files, the summary
+def test_a_run_of_d_psi_alone_at_one_layer_writes_only_that(depth_run) -> None:
+    """The job scripts with the smallest selection, d_psi at one of two layer positions (the depth run:
+    depth0.50 of depth0.50 and depth1.00). The probe jobs fit that layer's task probes and no random-label probe, the extrinsic jobs write d_psi's files, the summary
     has no worst-case column, Table 1 and Figure 2 are at that layer; the intrinsic stage at both."""
     from affine_homotopy.core.measures import extrinsic_outputs
 
-    results, config = d_psi_alone_run
-    assert sorted(p.name for p in (results / "intrinsic" / "sent").iterdir()) == ["layer1", "layer2"]
-    assert sorted(p.name for p in (results / "extrinsic" / "sent").iterdir()) == ["layer2"]
-    written = {p.stem for p in (results / "extrinsic" / "sent" / "layer2").glob("*.csv")}
+    results, setup = depth_run
+    assert sorted(p.name for p in (results / "intrinsic" / "sent").iterdir()) == ["depth0.50", "depth1.00"]
+    assert sorted(p.name for p in (results / "extrinsic" / "sent").iterdir()) == ["depth0.50"]
+    written = {p.stem for p in (results / "extrinsic" / "sent" / "depth0.50").glob("*.csv")}
     assert written == {*extrinsic_outputs(["d_psi"]), "d_psi_diagnostics"}
-    diagnostics = pd.read_csv(results / "extrinsic" / "sent" / "layer2" / "d_psi_diagnostics.csv")
+    diagnostics = pd.read_csv(results / "extrinsic" / "sent" / "depth0.50" / "d_psi_diagnostics.csv")
     assert not [c for c in diagnostics.columns if "worst" in c or "search" in c] and len(diagnostics) == 4 * 3
-    assert sorted(p.name for p in (results / "probes" / "sent").glob("*.csv")) == ["layer2.csv"]
-    for name in config["encoders"]:
-        assert [p.name for p in (results / "probes" / "sent" / "weights" / name).iterdir()] == ["layer2.npz"]
-        with np.load(results / "probes" / "sent" / "weights" / name / "layer2.npz") as weights:
+    assert sorted(p.name for p in (results / "probes" / "sent").glob("*.csv")) == ["depth0.50.csv"]
+    for name in setup["config"]["encoders"]:
+        assert [p.name for p in (results / "probes" / "sent" / "weights" / name).iterdir()] == ["depth0.50.npz"]
+        with np.load(results / "probes" / "sent" / "weights" / name / "depth0.50.npz") as weights:
             assert weights["random_weight"].shape[0] == 0  # no random-label probe without d_worst
     summary = pd.read_csv(results / "extrinsic" / "summary.csv")
-    assert list(summary["layer"]) == ["layer2"] and (summary["violations"] == 0).all()
+    assert list(summary["layer"]) == ["depth0.50"] and (summary["violations"] == 0).all()
     assert not [c for c in summary.columns if "worst" in c or "search" in c]
     correlation = pd.read_csv(results / "tables" / "correlation.csv")
-    assert set(correlation["layer"]) == {"layer2"} and set(correlation["extrinsic"]) == {"d_psi"}
+    assert set(correlation["layer"]) == {"depth0.50"} and set(correlation["extrinsic"]) == {"d_psi"}
     fits = pd.read_csv(results / "tables" / "figure2_fits.csv")
-    assert set(fits["layer"]) == {"layer2"} and set(fits["extrinsic"]) == {"d_psi"}
-    log = (results / "logs" / "extrinsic" / "sent_layer2.log").read_text()
+    assert set(fits["layer"]) == {"depth0.50"} and set(fits["extrinsic"]) == {"d_psi"}
+    log = (results / "logs" / "extrinsic" / "sent_depth0.50.log").read_text()
     assert "measures (extrinsic.measures): d_psi (task probe); worst-case search: not selected" in log
     for figure in ("layer_trend", "extrinsic_vs_intrinsic", "asymmetry_grid"):
         assert_figure_drawn(results / "figures" / f"{figure}.png", results / "figures" / f"{figure}.pdf")
@@ -419,7 +402,7 @@ def test_a_lemma_5_2_violation_fails_the_extrinsic_job(tiny_run, tmp_path: Path)
 @started_early
 def depth_run(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[Path, dict[str, Any]]]:
     """Three models of depths 2, 3 and 4 (and one derived from the depth-3 one) compared at half and
-    full depth, end to end."""
+    full depth, end to end, with the smallest extrinsic selection: d_psi alone, at half depth only."""
     from tests.helpers import write_tiny_bert
 
     factory = request.getfixturevalue("tmp_path_factory")
@@ -434,7 +417,8 @@ def depth_run(request: pytest.FixtureRequest, environ) -> Callable[[], tuple[Pat
         "layers": {"relative": [0.5, 1.0]},
         "embedding": {"batch_size": 32},
         "probe": {"l2_grid": [0.1], "max_iter": 100},
-        "extrinsic": {"max_iter": 50, "n_random_classifiers": 2},
+        # the smallest extrinsic selection (test_a_run_of_d_psi_alone_at_one_layer_writes_only_that)
+        "extrinsic": {"max_iter": 50, "measures": ["d_psi"], "layers": [0.5]},
         "analysis": {"table_layer": 0.5},
     }
     configfile = write_config(workdir / "depths.yaml", config)
