@@ -9,6 +9,7 @@ Run from the repository root (2-core machine: keep OpenMP threads from spinning)
     .venv/bin/python -m benchmarks.cost_model compare --configfile config/real_models.yaml
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model speedup [--sizes 2000 8000]
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model measure-jobs [--glue-dir ../shared/glue]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model calibrate   # this machine's speed probe
     .venv/bin/python -m benchmarks.cost_model check results/demo   # the projection against a run's benchmark files
 
 ``measure`` times every pairwise stage with one thread (torch and numpy's BLAS; CPU seconds, ``time.process_time``) on
@@ -48,6 +49,14 @@ one thread, in a fresh interpreter). ``fit`` copies them into the coefficient fi
 resources.job_projection`), beside the CPU seconds its jobs' cost records measured (the records
 beside the benchmark files ``RUN/benchmarks/**.tsv``; :mod:`affine_homotopy.jobs.cost_check`), with
 their ratio and whether it is within 25 %; it refuses benchmark files of another config than the run's.
+
+``calibrate`` ties the coefficients to a machine speed, so that ``check`` compares like with like on any
+machine: it times the speed probe (:func:`affine_homotopy.jobs.cost_check.speed_probe_seconds`, which every
+workflow job also runs after its work) and re-measures the factorisation at the (N, D) of the rows the
+fit uses, on Gaussian data of the same shape (its cost depends on the shape, not on the values), and
+appends both to ``benchmarks/speed_calibration.csv``. The probe of the machine that measured those rows
+is then the probe here times (their CPU seconds / this machine's); ``fit`` writes the median of these
+estimates as ``speed_reference``, and ``check`` scales each rule's projection by its jobs' probe over it.
 """
 
 from __future__ import annotations
@@ -63,7 +72,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.common import REPO, SCHEMA, add_glue_dir, cpu_seconds, say, sst2_training_set
+from benchmarks.common import REPO, SCHEMA, add_glue_dir, cpu_seconds, load_text, say, sst2_training_set
 
 import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
 import torch  # noqa: E402
@@ -281,7 +290,8 @@ def significant(value: float, digits: int = 3) -> float:
     return float(f"{value:.{digits}g}")
 
 
-def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS, jobs: Path | None = None) -> dict:
+def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS, jobs: Path | None = None,
+                        calibration: Path | None = None) -> dict:
     """The cost model's coefficients as ``fit`` writes them (the document of cost_coefficients.json).
 
     Per stage, the rows at K = 3 whose ``fit`` column is not "no" (the K = 6 rows check that the
@@ -295,7 +305,8 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     load.) Then
     :func:`affine_homotopy.jobs.cost.fit_stage`; ``seconds_ref`` is kept to 3 significant digits and
     the exponents to 2 decimals, the precision the measurements support. Each stage records the
-    dates, loads and N of the rows behind it. ``jobs``: the per-job costs (:func:`fitted_job_costs`)."""
+    dates, loads and N of the rows behind it. ``jobs``: the per-job costs (:func:`fitted_job_costs`).
+    ``speed_reference``: the speed probe of the rows' machine (:func:`fitted_speed_reference`), or None."""
     from affine_homotopy.jobs.cost import D_REF, N_REF, WORKING_SET_STAGES, fit_stage, solver_stage
 
     jobs = JOB_MEASUREMENTS if jobs is None else jobs
@@ -334,8 +345,10 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
         "about": ("Single-thread CPU seconds per unit of each pairwise stage: seconds = seconds_ref "
                   "(N / n_ref)^n_exponent (D / d_ref)^d_exponent. Written by `python -m benchmarks.cost_model "
                   "fit` from benchmarks/cost_measurements.csv and benchmarks/extrinsic_cost_ratios.csv; "
-                  "refit instead of editing it (a test compares the two)."),
+                  "speed_reference (the speed probe of the machine that measured them) from "
+                  "benchmarks/speed_calibration.csv; refit instead of editing it (a test compares the two)."),
         "n_ref": N_REF, "d_ref": D_REF, "stages": stages, "jobs": fitted_job_costs(jobs),
+        "speed_reference": fitted_speed_reference(CALIBRATION if calibration is None else calibration, measurements),
     }
 
 
@@ -572,7 +585,7 @@ def child_cpu_seconds(code: str, stdin: str | None = None) -> tuple[float, str]:
 
 
 def measure_jobs(args: argparse.Namespace) -> None:
-    from benchmarks.common import load_text, required_glue_file, sst2_sentences
+    from benchmarks.common import required_glue_file, sst2_sentences
 
     say(f"machine: {platform.node()} ({os.cpu_count()} cores); {load_text()}")
     stamp = {"threads": 1, "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
@@ -629,6 +642,74 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# calibrate: the speed probe of the machine that measured the rows
+
+CALIBRATION = HERE / "speed_calibration.csv"
+CALIBRATION_FIELDS = ["stage", "n", "d", "recorded_seconds", "recorded_date", "measured_seconds",
+                      "speed_probe_seconds", "threads", "load_1min", "machine", "date"]
+
+
+def latest_factorisation_rows(measurements: Path = MEASUREMENTS) -> list[dict[str, str]]:
+    """The factorisation rows ``fit`` uses (the last of each (N, D) at K = 3, ``fit`` not "no")."""
+    latest = {(r["n"], r["d"]): r for r in read_measurements(measurements)
+              if r["stage"] == "factorise" and r["k"] == "3" and r["fit"] != "no"}
+    return [latest[key] for key in sorted(latest, key=lambda key: (int(key[1]), int(key[0])))]
+
+
+def calibrate(args: argparse.Namespace) -> None:
+    from threadpoolctl import threadpool_limits
+
+    from affine_homotopy.core.linalg import factorise
+    from affine_homotopy.jobs.cost_check import speed_probe_seconds
+
+    torch.set_num_threads(1)
+    rows = latest_factorisation_rows()
+    say(f"machine: {platform.node()} ({os.cpu_count()} cores), 1 thread; {load_text()}")
+    probes = [speed_probe_seconds(repeats=args.repeats)]
+    out = []
+    with threadpool_limits(limits=1):
+        for row in rows:
+            n, d = int(row["n"]), int(row["d"])
+            data = np.random.default_rng(n + d).standard_normal((n, d)).astype(np.float32)
+            seconds = min(cpu_seconds(lambda: factorise(data))[1] for _ in range(args.repeats))
+            recorded = float(row["seconds_per_unit"])
+            say(f"factorise N = {n:6d}, D = {d}: {seconds:.4f} CPU s here, {recorded:.4f} recorded ({row['date']}, "
+                f"load {row['load_1min']}): ratio {recorded / seconds:.2f}")
+            out.append({"stage": "factorise", "n": n, "d": d, "recorded_seconds": row["seconds_per_unit"],
+                        "recorded_date": row["date"], "measured_seconds": f"{seconds:.6g}"})
+    probes.append(speed_probe_seconds(repeats=args.repeats))
+    probe = min(probes)
+    stamp = {"speed_probe_seconds": f"{probe:.6g}", "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
+             "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d")}
+    append_rows([{**row, **stamp} for row in out], CALIBRATION, CALIBRATION_FIELDS)
+    estimates = [probe * float(r["recorded_seconds"]) / float(r["measured_seconds"]) for r in out]
+    say(f"speed probe here {probe:.4f} CPU s (before and after: {probes[0]:.4f}, {probes[1]:.4f}); the rows' machine: "
+        f"{np.median(estimates):.4f} s (median of {len(estimates)}, {min(estimates):.4f}-{max(estimates):.4f}); "
+        f"appended to {CALIBRATION.relative_to(REPO)}; now run: python -m benchmarks.cost_model fit")
+
+
+def fitted_speed_reference(calibration: Path = CALIBRATION, measurements: Path = MEASUREMENTS) -> dict | None:
+    """``speed_reference`` of cost_coefficients.json: the speed probe of the machine that measured the
+    factorisation rows the fit uses, estimated from each calibration row that re-measured one of them (its
+    recorded value still the row's: a row measured again since is stale) as probe x recorded / measured;
+    the median over those rows, with their spread, count, dates and loads. None without calibration rows."""
+    if not calibration.is_file():
+        return None
+    current = {(r["n"], r["d"]): r["seconds_per_unit"] for r in latest_factorisation_rows(measurements)}
+    valid = [r for r in read_measurements(calibration)
+             if current.get((r["n"], r["d"])) is not None
+             and float(current[(r["n"], r["d"])]) == float(r["recorded_seconds"])]
+    if not valid:
+        return None
+    estimates = [float(r["speed_probe_seconds"]) * float(r["recorded_seconds"]) / float(r["measured_seconds"])
+                 for r in valid]
+    loads = [float(r["load_1min"]) for r in valid]
+    return {"speed_probe_seconds": significant(float(np.median(estimates))),
+            "spread": [significant(min(estimates)), significant(max(estimates))], "rows": len(valid),
+            "transfer": "factorise", "dates": sorted({r["date"] for r in valid}), "load_1min": [min(loads), max(loads)]}
+
+
+# ---------------------------------------------------------------------------------------------
 # check
 
 
@@ -653,10 +734,22 @@ def check(args: argparse.Namespace) -> None:
     say(f"run {args.run} (config {measured.config['run_name']!r}, fingerprint {measured.fingerprint[:12]}): "
         f"{len(measured.jobs)} jobs with benchmark files; load average at their ends {min(loads):.2f}-{max(loads):.2f}; "
         f"now {os.getloadavg()[0]:.2f}")
-    say("projected: single-thread CPU s of start-up and work (jobs/cost_coefficients.json); measured: the jobs' own "
-        "CPU count (cost records beside the benchmark files); sampled: Snakemake's cpu_time column; ratio = "
-        "measured / projected")
-    rows = compare(job_projection(measured.config), measured.jobs)
+    from affine_homotopy.jobs.cost import speed_reference
+
+    reference = speed_reference()
+    probes = sorted(job.speed_probe_seconds for job in measured.jobs if math.isfinite(job.speed_probe_seconds))
+    if reference and probes:
+        say(f"machine speed: the jobs' speed probe {probes[0]:.4f}-{probes[-1]:.4f} CPU s (median "
+            f"{probes[len(probes) // 2]:.4f}), the cost model's machine {reference:.4f} s: each rule's projection is "
+            "scaled by its jobs' median probe over that (speed)")
+    else:
+        say("machine speed: " + ("the jobs recorded no speed probe" if reference else
+                                 "the coefficients have no speed_reference (python -m benchmarks.cost_model "
+                                 "calibrate, then fit)") + ", so the projection is not scaled (speed 1)")
+    say("projected: single-thread CPU s of start-up and work on the cost model's machine (jobs/cost_coefficients.json); "
+        "measured: the jobs' own CPU count (cost records beside the benchmark files); sampled: Snakemake's cpu_time "
+        "column; ratio = measured / (projected x speed); unscaled = measured / projected")
+    rows = compare(job_projection(measured.config), measured.jobs, reference)
     say(comparison_table(rows))
     if missing:
         say(f"rules without benchmark files: {', '.join(missing)}")
@@ -670,8 +763,10 @@ def check(args: argparse.Namespace) -> None:
         from benchmarks.goals import record
 
         worst = max(abs(r - 1) for r in ratios)
+        speed = f"speed {total.speed_factor:.2f}" if reference and probes else "not scaled: no speed probe"
         record(goal, 100 * worst, "%", f"benchmarks.cost_model check results/{measured.config['run_name']}: {len(ratios)} rules, "
-               f"{sum(abs(r - 1) <= 0.25 for r in ratios)} within 25 %, ratios {min(ratios):.2f}-{max(ratios):.2f}")
+               f"{sum(abs(r - 1) <= 0.25 for r in ratios)} within 25 %, ratios {min(ratios):.2f}-{max(ratios):.2f} "
+               f"({speed}), total {total.ratio:.2f}")
 
 
 DONE = re.compile(r"done in ([0-9.]+) s \(CPU ([0-9.]+) s")
@@ -732,13 +827,15 @@ def main() -> None:
     add_glue_dir(j, "SST-2/train.tsv")
     j.add_argument("--repeats", type=int, default=3)
     j.add_argument("--n", type=int, default=512, help="SST-2 sentences for the embed forward pass")
+    b = sub.add_parser("calibrate", help="this machine's speed probe and the factorisation rows re-measured")
+    b.add_argument("--repeats", type=int, default=3)
     k = sub.add_parser("check")
     k.add_argument("run", type=Path, help="a finished run's results folder, e.g. results/demo")
     k.add_argument("--cores", type=int, default=os.cpu_count() or 1,
                    help="the cores the run had, for the least wall time its work allows (default: this machine's)")
     args = parser.parse_args()
     {"measure": measure, "fit": fit, "project": project, "speedup": speedup, "compare": compare,
-     "measure-jobs": measure_jobs, "check": check, "table": table}[args.mode](args)
+     "measure-jobs": measure_jobs, "check": check, "table": table, "calibrate": calibrate}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -59,9 +59,10 @@ def write_benchmark(path: Path, seconds: float, cpu_time: float | str) -> None:
 
 
 def write_run(root: Path, config: dict, jobs: list[tuple[str, str, float, float]], job_config: dict | None = None,
-              benchmark: bool = True) -> Path:
+              benchmark: bool = True, probes: dict[str, float] | None = None) -> Path:
     """A finished run's folder: provenance.json, and per job (rule, name, startup CPU, total CPU) its
-    environment record, its cost record (written as the runner writes it) and its benchmark file."""
+    environment record, its cost record (written as the runner writes it) and its benchmark file.
+    ``probes``: job name -> the speed probe its record holds (others keep this machine's)."""
     run = root / "results" / config["run_name"]
     run.mkdir(parents=True)
     (run / "provenance.json").write_text(json.dumps({"config_sha256": config_hash(config), "config": config}))
@@ -73,6 +74,8 @@ def write_run(root: Path, config: dict, jobs: list[tuple[str, str, float, float]
         record = job_record_path(log)
         data = json.loads(record.read_text())
         data["cpu_seconds"] = total  # this process's own CPU stands in for the job's: set the count
+        if probes and name in probes:
+            data["speed_probe_cpu_seconds"] = probes[name]
         record.write_text(json.dumps(data))
         if benchmark:
             write_benchmark(run / "benchmarks" / f"{name}.tsv", 2.0 * total, "NA" if total < 1 else total - 0.5)
@@ -106,6 +109,42 @@ def test_the_comparison_matches_an_independent_computation(tmp_path: Path) -> No
     assert re.search(r"^intrinsic\s+2/2\s+20\.0\s+24\.0\s+10\.00/12\.00\s+1\.20\s+yes", table, re.M), table
     assert re.search(r"^probe\s+1/1\s+4\.0\s+6\.0\s+4\.00/6\.00\s+1\.50\s+no", table, re.M), table
     assert re.search(r"^correlate\s+1/1\s+not projected\s+0\.8\s+-\s+-\s+-", table, re.M), table
+
+
+def test_each_rule_is_projected_at_the_speed_its_jobs_measured(tmp_path: Path) -> None:
+    """The speed factor, computed here: a rule's jobs' median speed probe over the reference; a record
+    without a probe (an older run) or no reference leaves the projection as it is."""
+    probes = {"intrinsic/t_layer1": 0.06, "intrinsic/t_layer2": 0.10, "probe/a_t": 0.02}
+    measured = read_run(write_run(tmp_path, CONFIG, JOBS, probes=probes))
+    recorded = {job.benchmark.relative_to(job.benchmark.parents[1]).as_posix(): job.speed_probe_seconds
+                for job in measured.jobs if job.rule != "correlate"}
+    assert recorded == {"intrinsic/t_layer1.tsv": 0.06, "intrinsic/t_layer2.tsv": 0.10, "probe/a_t.tsv": 0.02}
+    projected = {"intrinsic": (2, 20.0), "probe": (1, 4.0), "correlate": (1, math.nan)}
+    rows = {row.rule: row for row in compare(projected, measured.jobs, reference_probe=0.04)}
+    # intrinsic: median probe 0.08, twice the reference: 24 / (20 x 2) = 0.6; probe: 0.02 / 0.04 -> 6 / 2 = 3
+    assert rows["intrinsic"].speed_factor == pytest.approx(2.0) and rows["intrinsic"].ratio == pytest.approx(0.6)
+    assert rows["intrinsic"].unscaled_ratio == pytest.approx(1.2)
+    assert rows["probe"].speed_factor == pytest.approx(0.5) and rows["probe"].ratio == pytest.approx(3.0)
+    # the total: (24 + 6) / (20 x 2 + 4 x 0.5)
+    assert rows["total"].ratio == pytest.approx(30.0 / 42.0) and rows["total"].projected == 24.0
+    table = cost_check.comparison_table(list(rows.values()))
+    assert re.search(r"^intrinsic\s+2/2\s+20\.0\s+24\.0\s+10\.00/12\.00\s+0\.60\s+no\s.*\s2\.00\s+1\.20$", table, re.M), table
+    unscaled = {row.rule: row for row in compare(projected, measured.jobs)}
+    assert unscaled["intrinsic"].speed_factor == 1.0 and unscaled["intrinsic"].ratio == pytest.approx(1.2)
+    older = read_run(write_run(tmp_path / "older", CONFIG, JOBS, probes=dict.fromkeys(probes, math.nan)))
+    assert compare(projected, older.jobs, reference_probe=0.04)[0].speed_factor == 1.0
+
+
+def test_the_job_record_holds_the_speed_probe_outside_the_jobs_cpu(tmp_path: Path) -> None:
+    """The probe runs after the job's CPU count is taken: the process spent at least the probe (three
+    runs, each at least the least) after the recorded total."""
+    log = tmp_path / "results" / "toy" / "logs" / "probe" / "a.log"
+    log.parent.mkdir(parents=True)
+    write_job_record(log, "probe", {}, CONFIG, 0.1, 0.2, 0.3, 1)
+    after = cost_check.process_cpu_seconds()
+    record = json.loads(job_record_path(log).read_text())
+    assert 0 < record["speed_probe_cpu_seconds"] < 60
+    assert after - record["cpu_seconds"] >= 3 * record["speed_probe_cpu_seconds"] * 0.99
 
 
 def test_the_benchmark_file_reads_na_as_nan_and_refuses_another_file(tmp_path: Path) -> None:

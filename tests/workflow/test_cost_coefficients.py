@@ -92,3 +92,34 @@ def test_fit_keeps_the_last_row_of_a_size_skips_no_rows_and_scales_the_local_est
     without = write_rows(tmp_path / "none.csv", RATIO_FIELDS, [])
     with pytest.raises(ValueError, match="no d_psi ratio"):
         fitted_coefficients(measurements, without)
+
+
+def test_the_speed_reference_is_the_median_transfer_of_the_current_factorisation_rows(tmp_path: Path) -> None:
+    """speed_reference on made-up rows: each calibration row estimates the rows' machine's probe as
+    probe x recorded / measured; a calibration row whose recorded value is no longer the fitted row's
+    (the stage measured again since) and rows of other K or of other stages do not count."""
+    from benchmarks.cost_model import CALIBRATION_FIELDS, FIELDS, fitted_speed_reference
+
+    def row(n: int, d: int, seconds: float, k: int = 3, stage: str = "factorise") -> dict[str, object]:
+        return {"stage": stage, "n": n, "d": d, "k": k, "units": 3, "seconds_per_unit": seconds, "unit": "encoder",
+                "threads": 1, "load_1min": 1.0, "machine": "test", "date": "2030-01-02", "fit": "measured"}
+
+    measurements = write_rows(tmp_path / "m.csv", FIELDS, [
+        row(2000, 384, 9.0), row(2000, 384, 0.1), row(8000, 384, 0.4), row(8000, 768, 1.2), row(2000, 384, 5.0, k=6),
+        row(2000, 384, 7.0, stage="d_aff")])
+
+    def calibration(n: int, d: int, recorded: float, measured: float, probe: float) -> dict[str, object]:
+        return {"stage": "factorise", "n": n, "d": d, "recorded_seconds": recorded, "recorded_date": "2030-01-02",
+                "measured_seconds": measured, "speed_probe_seconds": probe, "threads": 1, "load_1min": 0.5,
+                "machine": "here", "date": "2030-02-01"}
+
+    assert fitted_speed_reference(tmp_path / "absent.csv", measurements) is None
+    rows = [calibration(2000, 384, 0.1, 0.2, 0.05),  # the rows' machine twice as fast: 0.025
+            calibration(8000, 384, 0.4, 0.4, 0.05),  # as fast: 0.05
+            calibration(8000, 768, 1.2, 0.4, 0.05),  # three times slower: 0.15
+            calibration(2000, 384, 9.0, 0.2, 0.05)]  # stale: the 9.0 row was measured again (0.1)
+    reference = fitted_speed_reference(write_rows(tmp_path / "c.csv", CALIBRATION_FIELDS, rows), measurements)
+    assert reference["speed_probe_seconds"] == 0.05 and reference["spread"] == [0.025, 0.15]
+    assert reference["rows"] == 3 and reference["dates"] == ["2030-02-01"]
+    stale = write_rows(tmp_path / "s.csv", CALIBRATION_FIELDS, rows[3:])
+    assert fitted_speed_reference(stale, measurements) is None

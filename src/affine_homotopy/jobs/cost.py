@@ -145,6 +145,15 @@ def job_costs() -> JobCosts:
                     float(jobs["embed_load"]), float(jobs["embed_example"]), float(jobs["embed_d_exponent"]))
 
 
+def speed_reference() -> float | None:
+    """The speed probe (:func:`affine_homotopy.jobs.cost_check.speed_probe_seconds`, CPU s) of the machine
+    that measured the coefficients (``speed_reference`` of ``cost_coefficients.json``: ``python -m
+    benchmarks.cost_model calibrate``, then fit); None where it was not calibrated."""
+    document = json.loads(resources.files(__package__).joinpath(COEFFICIENTS_FILE).read_text(encoding="utf-8"))
+    reference = document.get("speed_reference")
+    return float(reference["speed_probe_seconds"]) if reference else None
+
+
 def __getattr__(name: str) -> Any:
     if name == "STAGE_COSTS":  # read on first use, not on import
         return stage_costs()

@@ -10,7 +10,15 @@ up to 30 s of CPU at its end. Hence the job's own count: when its work ends, the
 job's cost record beside the benchmark file (``<name>.json``, :func:`write_job_record`), with its
 rule and wildcards, the fingerprint of the config it ran under (the provenance record's
 :func:`~affine_homotopy.jobs.provenance.config_hash`) and its process CPU seconds counted exactly:
-before its work (interpreter, Snakemake's script preamble, imports), of its work, and in total.
+before its work (interpreter, Snakemake's script preamble, imports), of its work, and in total; and, after
+its work, the machine's speed: :func:`speed_probe_seconds`, a fixed single-thread computation.
+
+The speed probe is what makes a run on one machine comparable with a cost model measured on another
+(or with a job on another node of a cluster): the cost coefficients carry the probe of the machine
+that measured them (``speed_reference``, from ``python -m benchmarks.cost_model calibrate``), and
+:func:`compare` scales each rule's projection by the ratio of its jobs' probe (the median) to that
+reference, the *speed factor*, before the ratio is taken. Machines of the same kind differ by more than
+the check's 25 %: one 2-core machine ran the same demo's d_aff pass at 0.45 and 1.0-1.2 CPU s.
 
 :func:`read_run` reads every benchmark file with its record and refuses a record of another config
 than the run's (``config_sha256`` of ``provenance.json``) and a benchmark file without a record;
@@ -36,6 +44,8 @@ from ..errors import DataError
 LOG_DIR, BENCHMARK_DIR = "logs", "benchmarks"
 # the share by which a rule's measured CPU may differ from its projection and still count as within it
 TOLERANCE = 0.25
+# the speed probe: float64 rows x columns, its Gram matrix, the Gram's Cholesky factor and rows x Gram
+SPEED_PROBE_SHAPE = (3072, 320)
 
 
 def job_record_path(log_path: str | os.PathLike[str]) -> Path | None:
@@ -55,6 +65,26 @@ def process_cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def speed_probe_seconds(repeats: int = 3) -> float:
+    """CPU seconds of a fixed float64 computation on one BLAS thread, the least of ``repeats``: a
+    3072 x 320 matrix (seeded), its Gram matrix, the Gram's Cholesky factor and the matrix times its Gram
+    (about 1.3 GFLOP, the products and factorisations the pairwise stages are made of). A smaller value is
+    a faster machine; the least of a few runs is the machine's speed, not another process's share of it."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    data = np.random.default_rng(0).standard_normal(SPEED_PROBE_SHAPE)
+    best = math.inf
+    with threadpool_limits(limits=1):
+        for _ in range(repeats):
+            started = time.process_time()
+            gram = data.T @ data
+            np.linalg.cholesky(gram)
+            data @ gram
+            best = min(best, time.process_time() - started)
+    return best
+
+
 def write_job_record(log_path: str | os.PathLike[str], rule: str, wildcards: Mapping[str, Any],
                      config: Mapping[str, Any], startup_cpu: float, work_cpu: float, work_wall: float,
                      threads: int) -> Path | None:
@@ -65,10 +95,12 @@ def write_job_record(log_path: str | os.PathLike[str], rule: str, wildcards: Map
     path = job_record_path(log_path)
     if path is None:
         return None
+    cpu_seconds = process_cpu_seconds()  # the job's own count, before the speed probe adds to it
     write_json(path, {"rule": rule, "wildcards": dict(wildcards), "config_sha256": config_hash(config),
-                      "cpu_seconds": round(process_cpu_seconds(), 3), "startup_cpu_seconds": round(startup_cpu, 3),
+                      "cpu_seconds": round(cpu_seconds, 3), "startup_cpu_seconds": round(startup_cpu, 3),
                       "work_cpu_seconds": round(work_cpu, 3), "work_wall_seconds": round(work_wall, 3),
                       "threads": int(threads), "load_1min": round(os.getloadavg()[0], 2),
+                      "speed_probe_cpu_seconds": round(speed_probe_seconds(), 5),
                       "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
     return path
 
@@ -85,6 +117,7 @@ class JobMeasurement:
     wall_seconds: float  # the benchmark file's ``s``
     sampled_cpu_seconds: float  # the benchmark file's ``cpu_time`` (NaN where Snakemake wrote NA)
     load_1min: float  # the machine's load average when the job ended
+    speed_probe_seconds: float = math.nan  # the machine's speed after the job (NaN: a record without it)
 
 
 def read_benchmark_file(path: str | os.PathLike[str]) -> dict[str, float]:
@@ -144,7 +177,8 @@ def read_run(run: str | os.PathLike[str]) -> RunMeasurements:
         bench = read_benchmark_file(tsv)
         jobs.append(JobMeasurement(record["rule"], tsv, record.get("wildcards", {}), float(record["cpu_seconds"]),
                                    float(record["startup_cpu_seconds"]), bench["s"], bench["cpu_time"],
-                                   float(record.get("load_1min", math.nan))))
+                                   float(record.get("load_1min", math.nan)),
+                                   float(record.get("speed_probe_cpu_seconds", math.nan))))
     logged = set()
     for path in (run / LOG_DIR).rglob("*.env.json"):
         logged.add(json.loads(path.read_text(encoding="utf-8"))["rule"])
@@ -163,10 +197,17 @@ class RuleComparison:
     startup_measured: float
     wall_measured: float
     sampled_measured: float
+    # the rule's jobs' speed probe (median) over the cost model's reference: 1 where either is unknown
+    speed_factor: float = 1.0
 
     @property
     def ratio(self) -> float:
-        """Measured over projected CPU seconds."""
+        """Measured CPU seconds over the projection on the jobs' machine (projected x speed_factor)."""
+        return self.measured / (self.projected * self.speed_factor) if self.projected > 0 else math.nan
+
+    @property
+    def unscaled_ratio(self) -> float:
+        """Measured CPU seconds over the projection on the machine that measured the cost model."""
         return self.measured / self.projected if self.projected > 0 else math.nan
 
     @property
@@ -181,11 +222,25 @@ def missing_benchmarks(planned: Mapping[str, int], measured: RunMeasurements) ->
     return sorted(expected - with_files)
 
 
-def compare(projected: Mapping[str, tuple[int, float]], measured: Sequence[JobMeasurement]) -> list[RuleComparison]:
+def speed_factor(jobs: Sequence[JobMeasurement], reference_probe: float | None) -> float:
+    """The median speed probe of ``jobs`` over ``reference_probe``; 1 where either is unknown."""
+    probes = sorted(j.speed_probe_seconds for j in jobs if math.isfinite(j.speed_probe_seconds))
+    if not probes or not reference_probe:
+        return 1.0
+    middle = len(probes) // 2
+    median = probes[middle] if len(probes) % 2 else (probes[middle - 1] + probes[middle]) / 2
+    return median / reference_probe
+
+
+def compare(projected: Mapping[str, tuple[int, float]], measured: Sequence[JobMeasurement],
+            reference_probe: float | None = None) -> list[RuleComparison]:
     """Per rule (projected ones first, in their order, then the others by name) and a ``total`` row.
 
     ``projected``: rule -> (jobs, CPU seconds of all of them; NaN where the rule is not projected).
-    The total row sums the rules that have both a projection and measurements."""
+    ``reference_probe``: the speed probe of the machine the cost model was measured on (the coefficient
+    file's ``speed_reference``); each rule's projection is then scaled by its speed factor
+    (:func:`speed_factor`). The total row sums the rules that have both a projection and measurements;
+    its speed factor is their scaled projections' sum over their projections' sum."""
     by_rule: dict[str, list[JobMeasurement]] = {}
     for job in measured:
         by_rule.setdefault(job.rule, []).append(job)
@@ -195,19 +250,23 @@ def compare(projected: Mapping[str, tuple[int, float]], measured: Sequence[JobMe
         count, seconds = projected.get(rule, (0, math.nan))
         rows.append(RuleComparison(
             rule, count, len(jobs), seconds, sum(j.cpu_seconds for j in jobs), sum(j.startup_cpu_seconds for j in jobs),
-            sum(j.wall_seconds for j in jobs), sum(j.sampled_cpu_seconds for j in jobs)))
+            sum(j.wall_seconds for j in jobs), sum(j.sampled_cpu_seconds for j in jobs),
+            speed_factor(jobs, reference_probe)))
     both = [r for r in rows if r.jobs_measured and not math.isnan(r.projected)]
+    projected_sum = sum(r.projected for r in both)
+    total_factor = sum(r.projected * r.speed_factor for r in both) / projected_sum if projected_sum > 0 else 1.0
     rows.append(RuleComparison("total", sum(r.jobs_projected for r in both), sum(r.jobs_measured for r in both),
-                               sum(r.projected for r in both), sum(r.measured for r in both),
+                               projected_sum, sum(r.measured for r in both),
                                sum(r.startup_measured for r in both), sum(r.wall_measured for r in both),
-                               sum(r.sampled_measured for r in both)))
+                               sum(r.sampled_measured for r in both), total_factor))
     return rows
 
 
 def comparison_table(rows: Sequence[RuleComparison]) -> str:
     """The comparison as plain text, one line per rule."""
     head = (f"{'rule':30s} {'jobs':>9s} {'projected CPU s':>16s} {'measured CPU s':>15s} {'per job proj/meas':>18s} "
-            f"{'ratio':>6s} {f'within {TOLERANCE:.0%}':>11s} {'start-up s':>11s} {'sampled s':>10s} {'wall s':>8s}")
+            f"{'ratio':>6s} {f'within {TOLERANCE:.0%}':>11s} {'start-up s':>11s} {'sampled s':>10s} {'wall s':>8s} "
+            f"{'speed':>6s} {'unscaled':>8s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         jobs = f"{r.jobs_measured}/{r.jobs_projected}" if r.jobs_projected else f"{r.jobs_measured}/-"
@@ -216,6 +275,8 @@ def comparison_table(rows: Sequence[RuleComparison]) -> str:
                    if r.jobs_projected and r.jobs_measured and not math.isnan(r.projected) else f"{'-':>18s}")
         ratio = f"{r.ratio:6.2f}" if not math.isnan(r.ratio) else f"{'-':>6s}"
         within = ("yes" if r.within else "no") if not math.isnan(r.ratio) else "-"
+        unscaled = f"{r.unscaled_ratio:8.2f}" if not math.isnan(r.unscaled_ratio) else f"{'-':>8s}"
         lines.append(f"{r.rule:30s} {jobs:>9s} {projected} {r.measured:15.1f} {per_job:>18s} {ratio} {within:>11s} "
-                     f"{r.startup_measured:11.1f} {r.sampled_measured:10.1f} {r.wall_measured:8.1f}")
+                     f"{r.startup_measured:11.1f} {r.sampled_measured:10.1f} {r.wall_measured:8.1f} "
+                     f"{r.speed_factor:6.2f} {unscaled}")
     return "\n".join(lines)
