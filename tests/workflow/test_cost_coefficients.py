@@ -96,7 +96,7 @@ def test_fit_keeps_the_last_row_of_a_size_skips_no_rows_and_scales_the_local_est
 
 def test_the_speed_reference_is_the_median_transfer_of_the_current_factorisation_rows(tmp_path: Path) -> None:
     """speed_reference on made-up rows: each calibration row estimates the rows' machine's probe as
-    probe x recorded / measured; a calibration row whose recorded value is no longer the fitted row's
+    probe x recorded / measured; a calibration row whose recorded value differs from the fitted row's
     (the stage measured again since) and rows of other K or of other stages do not count."""
     from benchmarks.cost_model import CALIBRATION_FIELDS, FIELDS, fitted_speed_reference
 
