@@ -81,8 +81,10 @@ HERE = Path(__file__).resolve().parent
 MEASUREMENTS = HERE / "cost_measurements.csv"
 # fit: how ``fit`` uses the row: "measured" (as measured), "scaled" (a row of the local extrinsic
 # estimator, times the certified / local CPU ratio at its N from RATIOS) or "no" (kept, not fitted)
+# speed_probe_seconds: the machine's speed probe when the row was measured (empty: a row of the machine
+# speed_calibration.csv calibrates, the reference machine)
 FIELDS = ["stage", "n", "d", "k", "units", "seconds_per_unit", "unit", "threads", "load_1min", "machine", "date",
-          "fit"]
+          "fit", "speed_probe_seconds"]
 COEFFICIENTS = REPO / "src" / "affine_homotopy" / "jobs" / "cost_coefficients.json"
 
 
@@ -236,6 +238,8 @@ def measure(args: argparse.Namespace) -> None:
 
 
 def measure_all(args: argparse.Namespace) -> None:
+    from affine_homotopy.jobs.cost_check import speed_probe_seconds
+
     tick = time.perf_counter()
     embedded, labels_all = sst2_training_set(args.glue_dir)
     full = len(labels_all)
@@ -261,15 +265,16 @@ def measure_all(args: argparse.Namespace) -> None:
         # set is shared): the paper's 100 per target up to N = 8,000, 25 beyond (time)
         n_random = args.n_random or (100 if n <= 8000 else 25)
         tick = time.perf_counter()
+        probe = speed_probe_seconds()
         say(f"N = {n}, D = {d}, K = {len(reps)}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
-            f"load {os.getloadavg()[0]:.2f})")
+            f"load {os.getloadavg()[0]:.2f}, speed probe {probe:.4f} s)")
         stages = (measure_solver(reps) if args.only_solver
                   else measure_one(reps, labels_all[:n], n_random, args.only_extrinsic,
                                    search=args.search_sizes is None or n in args.search_sizes))
         rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                  "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
                  "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
-                 "fit": "measured"}
+                 "fit": "measured", "speed_probe_seconds": f"{probe:.6g}"}
                 for stage, (value, units, unit) in stages.items()]
         append_rows(rows)
         say("    " + ", ".join(f"{stage} {value:.3g} s" for stage, (value, _, _) in stages.items())
@@ -306,10 +311,14 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     :func:`affine_homotopy.jobs.cost.fit_stage`; ``seconds_ref`` is kept to 3 significant digits and
     the exponents to 2 decimals, the precision the measurements support. Each stage records the
     dates, loads and N of the rows behind it. ``jobs``: the per-job costs (:func:`fitted_job_costs`).
-    ``speed_reference``: the speed probe of the rows' machine (:func:`fitted_speed_reference`), or None."""
+    ``speed_reference``: the speed probe of the reference machine, the one whose rows carry no probe
+    (:func:`fitted_speed_reference`; where none is calibrated, the median probe of the rows that carry
+    one), or None. A row that carries its machine's probe counts at the reference machine's speed: its
+    seconds times the reference probe over its own."""
     from affine_homotopy.jobs.cost import D_REF, N_REF, WORKING_SET_STAGES, fit_stage, solver_stage
 
     jobs = JOB_MEASUREMENTS if jobs is None else jobs
+    speed = fitted_speed_reference(CALIBRATION if calibration is None else calibration, measurements)
     latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements(measurements) if r["fit"] != "no"}
     rows: dict[str, list[dict[str, str]]] = defaultdict(list)
     for row in latest.values():
@@ -318,11 +327,19 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
         # does not depend on K: the K = 6 check)
         if int(row["k"]) == 3 or (int(row["k"]) == 2 and stage in WORKING_SET_STAGES.values()):
             rows[stage].append(row)
+    probed = [float(row["speed_probe_seconds"]) for chosen in rows.values() for row in chosen
+              if row.get("speed_probe_seconds")]
+    if probed and speed is None:  # no calibrated machine: the rows' own probes define the reference
+        speed = {"speed_probe_seconds": significant(float(np.median(probed))),
+                 "spread": [significant(min(probed)), significant(max(probed))], "rows": len(probed),
+                 "transfer": "the rows' own probes"}
     stages = {}
     for stage, chosen in rows.items():
         points = []
         for row in chosen:
             seconds = float(row["seconds_per_unit"])
+            if row.get("speed_probe_seconds"):  # measured on another machine: at the reference machine's speed
+                seconds *= speed["speed_probe_seconds"] / float(row["speed_probe_seconds"])
             if row["fit"] == "scaled":
                 ratio = certified_ratio(stage, int(row["n"]), ratios)
                 if ratio is None:
@@ -348,7 +365,7 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
                   "speed_reference (the speed probe of the machine that measured them) from "
                   "benchmarks/speed_calibration.csv; refit instead of editing it (a test compares the two)."),
         "n_ref": N_REF, "d_ref": D_REF, "stages": stages, "jobs": fitted_job_costs(jobs),
-        "speed_reference": fitted_speed_reference(CALIBRATION if calibration is None else calibration, measurements),
+        "speed_reference": speed,
     }
 
 

@@ -154,8 +154,8 @@ def shared_glue_missing() -> bool:
 EARLY: dict[str, Callable[[Any, Mapping[str, str]], Callable[[], Any]]] = {}
 # fixture name -> its lane: the works of a lane run one after another in the lane's own thread. "studies"
 # (the default) holds the works that keep the machine's cores busy; "cluster" the cluster run, which mostly
-# waits on SLURM's scheduling and status checks, and "install" the fresh virtual environment, so that they
-# overlap with the studies and the tests instead of lengthening the studies' lane
+# waits on SLURM's scheduling and status checks, so that its waiting overlaps with the studies and the tests
+# (a lane of its own for the core install, CPU-bound as the studies are, made the suite slower)
 EARLY_LANES: dict[str, str] = {}
 
 

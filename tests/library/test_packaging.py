@@ -63,7 +63,7 @@ def module_names() -> list[str]:
 # the fresh virtual environment
 
 
-@started_early(lane="install")  # pip's downloads and unpacking, beside the studies
+@started_early
 def core_install(request: pytest.FixtureRequest, environ) -> Callable[[], dict[str, Any]]:
     """A fresh virtual environment with numpy OTHER_NUMPY, the lock's torch and then the core library, from
     the project as pip would get it (pyproject, README and the package; no build leftovers in the tree):

@@ -123,3 +123,33 @@ def test_the_speed_reference_is_the_median_transfer_of_the_current_factorisation
     assert reference["rows"] == 3 and reference["dates"] == ["2030-02-01"]
     stale = write_rows(tmp_path / "s.csv", CALIBRATION_FIELDS, rows[3:])
     assert fitted_speed_reference(stale, measurements) is None
+
+
+def test_a_row_measured_on_another_machine_counts_at_the_reference_machines_speed(tmp_path: Path) -> None:
+    """A row with its machine's speed probe counts as seconds x reference probe / its probe: a stage
+    measured at 5,000 rows on the reference machine (no probe) and at 10,000 on a machine twice as slow
+    (probe 0.1 against 0.05) fits as if both were measured on the reference machine. Without a calibrated
+    reference, the rows' own median probe is the reference."""
+    from benchmarks.cost_model import CALIBRATION_FIELDS, FIELDS, fitted_coefficients
+
+    def row(stage: str, n: int, seconds: float, probe: str = "") -> dict[str, object]:
+        return {"stage": stage, "n": n, "d": 384, "k": 3, "units": 3, "seconds_per_unit": seconds,
+                "unit": "encoder" if stage == "factorise" else "ordered pair", "threads": 1, "load_1min": 1.0,
+                "machine": "test", "date": "2030-01-02", "fit": "measured", "speed_probe_seconds": probe}
+
+    measurements = write_rows(tmp_path / "m.csv", FIELDS, [
+        row("factorise", 2000, 0.1), row("factorise", 8000, 0.4), row("d_psi", 5_000, 2.0),
+        row("d_psi", 10_000, 8.0, probe="0.1")])
+    calibration = write_rows(tmp_path / "c.csv", CALIBRATION_FIELDS, [
+        {"stage": "factorise", "n": 2000, "d": 384, "recorded_seconds": 0.1, "recorded_date": "2030-01-02",
+         "measured_seconds": 0.2, "speed_probe_seconds": 0.1, "threads": 1, "load_1min": 0.5, "machine": "here",
+         "date": "2030-02-01"}])
+    document = fitted_coefficients(measurements, calibration=calibration)
+    assert document["speed_reference"]["speed_probe_seconds"] == 0.05  # 0.1 x 0.1 / 0.2
+    # 8 s on the slow machine is 4 s on the reference machine: 2 s at 5,000, 4 s at 10,000, linear in N
+    d_psi = document["stages"]["d_psi"]
+    assert (d_psi["seconds_ref"], d_psi["n_exponent"]) == (4.0, 1.0)
+    uncalibrated = fitted_coefficients(measurements, calibration=tmp_path / "absent.csv")
+    assert uncalibrated["speed_reference"]["speed_probe_seconds"] == 0.1
+    assert uncalibrated["speed_reference"]["transfer"] == "the rows' own probes"
+    assert (uncalibrated["stages"]["d_psi"]["seconds_ref"], uncalibrated["stages"]["d_psi"]["n_exponent"]) == (8.0, 2.0)
