@@ -757,7 +757,7 @@ def check(args: argparse.Namespace) -> None:
     probes = sorted(job.speed_probe_seconds for job in measured.jobs if math.isfinite(job.speed_probe_seconds))
     if reference and probes:
         say(f"machine speed: the jobs' speed probe {probes[0]:.4f}-{probes[-1]:.4f} CPU s (median "
-            f"{probes[len(probes) // 2]:.4f}), the cost model's machine {reference:.4f} s: each rule's projection is "
+            f"{np.median(probes):.4f}), the cost model's machine {reference:.4f} s: each rule's projection is "
             "scaled by its jobs' median probe over that (speed)")
     else:
         say("machine speed: " + ("the jobs recorded no speed probe" if reference else

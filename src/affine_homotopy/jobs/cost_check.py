@@ -33,6 +33,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -224,12 +225,10 @@ def missing_benchmarks(planned: Mapping[str, int], measured: RunMeasurements) ->
 
 def speed_factor(jobs: Sequence[JobMeasurement], reference_probe: float | None) -> float:
     """The median speed probe of ``jobs`` over ``reference_probe``; 1 where either is unknown."""
-    probes = sorted(j.speed_probe_seconds for j in jobs if math.isfinite(j.speed_probe_seconds))
+    probes = [j.speed_probe_seconds for j in jobs if math.isfinite(j.speed_probe_seconds)]
     if not probes or not reference_probe:
         return 1.0
-    middle = len(probes) // 2
-    median = probes[middle] if len(probes) % 2 else (probes[middle - 1] + probes[middle]) / 2
-    return median / reference_probe
+    return statistics.median(probes) / reference_probe
 
 
 def compare(projected: Mapping[str, tuple[int, float]], measured: Sequence[JobMeasurement],
