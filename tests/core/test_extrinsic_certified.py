@@ -194,6 +194,28 @@ def test_brute_force_grid_on_a_one_dimensional_source() -> None:
     assert result.values.d_psi[0, 1] <= math.sqrt(2) * best * (1 + 1e-9) + 1e-12  # the LP's map beats the grid
 
 
+@pytest.mark.parametrize("scale", [1e-6, 1e-2, 1.0])
+def test_the_smoothed_maximum_is_scipys_logsumexp_and_its_gradient_the_finite_difference(scale) -> None:
+    """The start's objective against scipy.special.logsumexp (its value) and central differences (its
+    gradient), down to a scale where the exponentials of unshifted terms would overflow; it bounds the
+    largest squared error from above by at most scale log N."""
+    from scipy.special import logsumexp
+
+    from affine_homotopy.core.extrinsic.binary import smooth_max_objective
+
+    rng = np.random.default_rng(3)
+    A = np.hstack([rng.standard_normal((400, 5)), np.ones((400, 1))])
+    q, w = rng.uniform(0.02, 0.98, 400), 0.3 * rng.standard_normal(6)
+    value, gradient = smooth_max_objective(w, A, q, scale)
+    squared = (expit(A @ w) - q) ** 2
+    assert value == pytest.approx(scale * logsumexp(squared / scale), rel=1e-12)
+    assert squared.max() <= value <= squared.max() + scale * math.log(400) * (1 + 1e-12)
+    step = 1e-6
+    numeric = [(smooth_max_objective(w + step * e, A, q, scale)[0] - smooth_max_objective(w - step * e, A, q, scale)[0])
+               / (2 * step) for e in np.eye(6)]
+    np.testing.assert_allclose(gradient, numeric, rtol=1e-5, atol=1e-9 * max(1.0, np.abs(gradient).max()))
+
+
 def test_exact_fit_stops_at_the_absolute_floor() -> None:
     """A target that is an affine image of the source: d = 0 up to rounding, closed by atol."""
     rng = np.random.default_rng(7)
