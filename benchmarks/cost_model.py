@@ -768,6 +768,11 @@ def check(args: argparse.Namespace) -> None:
         "column; ratio = measured / (projected x speed); unscaled = measured / projected")
     rows = compare(job_projection(measured.config), measured.jobs, reference)
     say(comparison_table(rows))
+    threaded = [f"{row.rule} ({row.threads})" for row in rows[:-1] if row.threads > 1]
+    if threaded:
+        say(f"rules with jobs on more than one thread (the most per job): {', '.join(threaded)}: their CPU counts every "
+            "thread's, overhead included, against a single-thread projection, so their ratios are not like for like; "
+            "for a check of the model, run with threads: 1 (embedding.threads, intrinsic.threads)")
     if missing:
         say(f"rules without benchmark files: {', '.join(missing)}")
     total = rows[-1]

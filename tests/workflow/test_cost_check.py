@@ -59,10 +59,12 @@ def write_benchmark(path: Path, seconds: float, cpu_time: float | str) -> None:
 
 
 def write_run(root: Path, config: dict, jobs: list[tuple[str, str, float, float]], job_config: dict | None = None,
-              benchmark: bool = True, probes: dict[str, float] | None = None) -> Path:
+              benchmark: bool = True, probes: dict[str, float] | None = None,
+              threads: dict[str, int] | None = None) -> Path:
     """A finished run's folder: provenance.json, and per job (rule, name, startup CPU, total CPU) its
     environment record, its cost record (written as the runner writes it) and its benchmark file.
-    ``probes``: job name -> the speed probe its record holds (others keep this machine's)."""
+    ``probes``: job name -> the speed probe its record holds (others keep this machine's); ``threads``:
+    job name -> the threads it ran on (others 1)."""
     run = root / "results" / config["run_name"]
     run.mkdir(parents=True)
     (run / "provenance.json").write_text(json.dumps({"config_sha256": config_hash(config), "config": config}))
@@ -70,7 +72,8 @@ def write_run(root: Path, config: dict, jobs: list[tuple[str, str, float, float]
         log = run / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.with_suffix(".env.json").write_text(json.dumps({"rule": rule}))
-        write_job_record(log, rule, {"task": "t"}, job_config or config, startup, total - startup, 1.0, 1)
+        write_job_record(log, rule, {"task": "t"}, job_config or config, startup, total - startup, 1.0,
+                         (threads or {}).get(name, 1))
         record = job_record_path(log)
         data = json.loads(record.read_text())
         data["cpu_seconds"] = total  # this process's own CPU stands in for the job's: set the count
@@ -128,11 +131,31 @@ def test_each_rule_is_projected_at_the_speed_its_jobs_measured(tmp_path: Path) -
     # the total: (24 + 6) / (20 x 2 + 4 x 0.5)
     assert rows["total"].ratio == pytest.approx(30.0 / 42.0) and rows["total"].projected == 24.0
     table = cost_check.comparison_table(list(rows.values()))
-    assert re.search(r"^intrinsic\s+2/2\s+20\.0\s+24\.0\s+10\.00/12\.00\s+0\.60\s+no\s.*\s2\.00\s+1\.20$", table, re.M), table
+    assert re.search(r"^intrinsic\s+2/2\s+20\.0\s+24\.0\s+10\.00/12\.00\s+0\.60\s+no\s.*\s2\.00\s+1\.20\s+1$", table, re.M), table
     unscaled = {row.rule: row for row in compare(projected, measured.jobs)}
     assert unscaled["intrinsic"].speed_factor == 1.0 and unscaled["intrinsic"].ratio == pytest.approx(1.2)
     older = read_run(write_run(tmp_path / "older", CONFIG, JOBS, probes=dict.fromkeys(probes, math.nan)))
     assert compare(projected, older.jobs, reference_probe=0.04)[0].speed_factor == 1.0
+
+
+def test_a_rule_whose_jobs_ran_on_more_threads_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The projection is single-thread CPU: a job on two threads counts both threads' CPU, so its rule
+    carries the most threads of its jobs (the total: of its rules), the table prints them and the check
+    names the rule."""
+    measured = read_run(write_run(tmp_path, CONFIG, JOBS, threads={"intrinsic/t_layer2": 2}))
+    assert sorted(job.threads for job in measured.jobs) == [1, 1, 1, 2]
+    projected = {"intrinsic": (2, 20.0), "probe": (1, 4.0), "correlate": (1, math.nan)}
+    rows = {row.rule: row for row in compare(projected, measured.jobs)}
+    assert (rows["intrinsic"].threads, rows["probe"].threads, rows["total"].threads) == (2, 1, 2)
+    table = cost_check.comparison_table(list(rows.values()))
+    assert re.search(r"^intrinsic\s.*\s2$", table, re.M) and re.search(r"^probe\s.*\s1$", table, re.M), table
+    from benchmarks import cost_model
+
+    monkeypatch.setattr("affine_homotopy.jobs.resources.job_projection", lambda config: projected)
+    monkeypatch.setattr("affine_homotopy.jobs.resources.planned_jobs", lambda config: {"intrinsic": 2, "probe": 1})
+    cost_model.check(argparse.Namespace(run=tmp_path / "results" / "toy", cores=2))
+    out = capsys.readouterr().out
+    assert "rules with jobs on more than one thread (the most per job): intrinsic (2):" in out, out
 
 
 def test_the_job_record_holds_the_speed_probe_outside_the_jobs_cpu(tmp_path: Path) -> None:

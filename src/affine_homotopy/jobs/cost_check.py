@@ -119,6 +119,7 @@ class JobMeasurement:
     sampled_cpu_seconds: float  # the benchmark file's ``cpu_time`` (NaN where Snakemake wrote NA)
     load_1min: float  # the machine's load average when the job ended
     speed_probe_seconds: float = math.nan  # the machine's speed after the job (NaN: a record without it)
+    threads: int = 1  # the threads the job ran its work on (its CPU count is all of theirs)
 
 
 def read_benchmark_file(path: str | os.PathLike[str]) -> dict[str, float]:
@@ -179,7 +180,8 @@ def read_run(run: str | os.PathLike[str]) -> RunMeasurements:
         jobs.append(JobMeasurement(record["rule"], tsv, record.get("wildcards", {}), float(record["cpu_seconds"]),
                                    float(record["startup_cpu_seconds"]), bench["s"], bench["cpu_time"],
                                    float(record.get("load_1min", math.nan)),
-                                   float(record.get("speed_probe_cpu_seconds", math.nan))))
+                                   float(record.get("speed_probe_cpu_seconds", math.nan)),
+                                   int(record.get("threads", 1))))
     logged = set()
     for path in (run / LOG_DIR).rglob("*.env.json"):
         logged.add(json.loads(path.read_text(encoding="utf-8"))["rule"])
@@ -200,6 +202,9 @@ class RuleComparison:
     sampled_measured: float
     # the rule's jobs' speed probe (median) over the cost model's reference: 1 where either is unknown
     speed_factor: float = 1.0
+    # the most threads any of its jobs ran on: the projection is single-thread CPU, and a job on more
+    # threads counts their overhead too, so its ratio is not a like-for-like check of the model
+    threads: int = 1
 
     @property
     def ratio(self) -> float:
@@ -250,14 +255,15 @@ def compare(projected: Mapping[str, tuple[int, float]], measured: Sequence[JobMe
         rows.append(RuleComparison(
             rule, count, len(jobs), seconds, sum(j.cpu_seconds for j in jobs), sum(j.startup_cpu_seconds for j in jobs),
             sum(j.wall_seconds for j in jobs), sum(j.sampled_cpu_seconds for j in jobs),
-            speed_factor(jobs, reference_probe)))
+            speed_factor(jobs, reference_probe), max((j.threads for j in jobs), default=1)))
     both = [r for r in rows if r.jobs_measured and not math.isnan(r.projected)]
     projected_sum = sum(r.projected for r in both)
     total_factor = sum(r.projected * r.speed_factor for r in both) / projected_sum if projected_sum > 0 else 1.0
     rows.append(RuleComparison("total", sum(r.jobs_projected for r in both), sum(r.jobs_measured for r in both),
                                projected_sum, sum(r.measured for r in both),
                                sum(r.startup_measured for r in both), sum(r.wall_measured for r in both),
-                               sum(r.sampled_measured for r in both), total_factor))
+                               sum(r.sampled_measured for r in both), total_factor,
+                               max((r.threads for r in both), default=1)))
     return rows
 
 
@@ -265,7 +271,7 @@ def comparison_table(rows: Sequence[RuleComparison]) -> str:
     """The comparison as plain text, one line per rule."""
     head = (f"{'rule':30s} {'jobs':>9s} {'projected CPU s':>16s} {'measured CPU s':>15s} {'per job proj/meas':>18s} "
             f"{'ratio':>6s} {f'within {TOLERANCE:.0%}':>11s} {'start-up s':>11s} {'sampled s':>10s} {'wall s':>8s} "
-            f"{'speed':>6s} {'unscaled':>8s}")
+            f"{'speed':>6s} {'unscaled':>8s} {'threads':>7s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         jobs = f"{r.jobs_measured}/{r.jobs_projected}" if r.jobs_projected else f"{r.jobs_measured}/-"
@@ -277,5 +283,5 @@ def comparison_table(rows: Sequence[RuleComparison]) -> str:
         unscaled = f"{r.unscaled_ratio:8.2f}" if not math.isnan(r.unscaled_ratio) else f"{'-':>8s}"
         lines.append(f"{r.rule:30s} {jobs:>9s} {projected} {r.measured:15.1f} {per_job:>18s} {ratio} {within:>11s} "
                      f"{r.startup_measured:11.1f} {r.sampled_measured:10.1f} {r.wall_measured:8.1f} "
-                     f"{r.speed_factor:6.2f} {unscaled}")
+                     f"{r.speed_factor:6.2f} {unscaled} {r.threads:7d}")
     return "\n".join(lines)
