@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402  (after benchmarks.common: its environment defa
 import torch  # noqa: E402
 
 from affine_homotopy.core.extrinsic import ExtrinsicSettings, binary  # noqa: E402
+from affine_homotopy.core.linalg import factorise  # noqa: E402
 from benchmarks.worst_search_budget import MEASURES, inputs, run  # noqa: E402
 
 
@@ -69,10 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     reps, probes = data[0], data[5]
 
     # one objective call on a real pair: layer 4's design, layer 6's task probe
-    source = reps[0] - reps[0].mean(axis=0)
-    u_mat, singular, _ = np.linalg.svd(source, full_matrices=False)
-    rank = int((singular > singular[0] * 1e-6).sum())
-    A = np.hstack([u_mat[:, :rank] * math.sqrt(len(source)), np.ones((len(source), 1))])
+    # the engine's design: the source's rank-ruled orthonormal basis, whitened, and a constant column
+    basis = factorise(reps[0]).Q.numpy()
+    A = np.hstack([basis * math.sqrt(len(basis)), np.ones((len(basis), 1))])
     q = probes[2].predict_proba(reps[2])[:, 0]
     w = np.linalg.lstsq(A, np.log(q) - np.log1p(-q), rcond=None)[0]
     scale = float(((1 / (1 + np.exp(-A @ w)) - q) ** 2).max()) * 0.01
