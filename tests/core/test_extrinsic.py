@@ -312,8 +312,11 @@ def test_a_broken_bound_is_a_numerical_error(worst) -> None:
         check_bounds(result.values.d_psi, bound / 10)
 
 
-def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None:
-    """Finite differences: the unit direction's slope equals the gradient norm and beats random directions."""
+@pytest.mark.parametrize("temperature", [0.003, 0.1])
+def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperature) -> None:
+    """Finite differences of the smooth maximum at the configured temperature (extrinsic.worst_search.
+    temperature): the unit direction is the gradient, coordinate by coordinate, over its norm, and beats
+    random directions."""
     import math
 
     import torch
@@ -335,7 +338,7 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
     Z = design[:, :-1] * math.sqrt(n)
     mean = Y.mean(dim=1)
     scale = torch.sqrt(((Y - mean[:, None]) ** 2).sum(dim=2).mean(dim=1))
-    settings = ExtrinsicSettings()
+    settings = ExtrinsicSettings(search_temperature=temperature)
     search = WorstCaseSearch(Z, Y, mean, scale, 0, [1], {1: PairMaps(design, None)}, settings,
                              FixedClassifierSolver(Z, settings, "x"), ["x", "y"])
     W = torch.as_tensor(rng.standard_normal((1, 5, 2)))
@@ -346,7 +349,7 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
     def smooth(candidate: Classifiers) -> float:
         diff = torch.softmax(search.logits(candidate), dim=2) - torch.softmax(logits_of(Z, A, c), dim=2)
         squared = (diff**2).sum(dim=2)
-        return float((search.tau * scale_ * torch.logsumexp(squared / (search.tau * scale_), dim=0)).sum())
+        return float((temperature * scale_ * torch.logsumexp(squared / (temperature * scale_), dim=0)).sum())
 
     scale_ = float(((torch.softmax(search.logits(clf), dim=2) - torch.softmax(logits_of(Z, A, c), dim=2)) ** 2)
                    .sum(dim=2).max())
@@ -361,6 +364,20 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum() -> None
     assert float((direction.W**2).sum() + (direction.b**2).sum()) == pytest.approx(1.0)
     best = slope(direction)
     assert best > 0
+    # the gradient by coordinates of (W, mean logit), as the step moves them (W's padded row stays 0)
+    coordinates = [(row, k) for row in range(4) for k in range(2)] + [(None, k) for k in range(2)]
+    gradient = []
+    for row, k in coordinates:
+        unit = Classifiers(torch.zeros((1, 5, 2), dtype=torch.float64), torch.zeros((1, 2), dtype=torch.float64))
+        if row is None:
+            unit.b[0, k] = 1.0
+        else:
+            unit.W[0, row, k] = 1.0
+        gradient.append(slope(unit))
+    gradient = np.array(gradient)
+    found = np.concatenate([direction.W[0, :4].reshape(-1).numpy(), direction.b[0].numpy()])
+    np.testing.assert_allclose(found, gradient / np.linalg.norm(gradient), rtol=1e-4, atol=1e-6)
+    assert best == pytest.approx(np.linalg.norm(gradient), rel=1e-4)
     for _ in range(20):
         other = Classifiers(torch.as_tensor(rng.standard_normal((1, 5, 2))), torch.as_tensor(rng.standard_normal((1, 2))))
         other.W[:, 4] = 0

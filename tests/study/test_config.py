@@ -213,6 +213,7 @@ def test_decoder_without_padding_token_fails_before_any_job(tmp_path, schema_pat
     [
         ({"worst_search": {"radius": 0}}, r"'extrinsic\.worst_search\.radius' has value 0; it must be > 0"),
         ({"worst_search": {"radius": -1.5}}, r"'extrinsic\.worst_search\.radius' has value -1\.5; it must be > 0"),
+        ({"worst_search": {"temperature": 0}}, r"'extrinsic\.worst_search\.temperature' has value 0; it must be > 0"),
         ({"random_probes": {"method": "adam"}}, r"'extrinsic\.random_probes\.method' has value 'adam'; allowed values: sgd, lbfgs"),
         ({"random_probes": {"learning_rates": [0.1, 0]}}, r"'extrinsic\.random_probes\.learning_rates\.1' has value 0"),
     ],
@@ -222,6 +223,20 @@ def test_bad_worst_case_settings_are_named(tiny_models, schema_path, section, ex
     config["extrinsic"] = section
     with pytest.raises(ConfigError, match=expected):
         check(config, schema_path)
+
+
+def test_the_schemas_extrinsic_defaults_are_the_librarys(tiny_models, schema_path) -> None:
+    """A config that sets nothing in `extrinsic` runs the engine with the library's own defaults
+    (ExtrinsicSettings()), field by field: the workflow and a library call compute the same numbers."""
+    from dataclasses import fields
+
+    from affine_homotopy.core.extrinsic import ExtrinsicSettings
+
+    from_config = ExtrinsicSettings.from_config(check(base_config(tiny_models), schema_path))
+    library = ExtrinsicSettings()
+    differing = {f.name: (getattr(from_config, f.name), getattr(library, f.name)) for f in fields(ExtrinsicSettings)
+                 if getattr(from_config, f.name) != getattr(library, f.name)}
+    assert differing == {}
 
 
 def test_worst_case_defaults_are_the_papers_protocol(tiny_models, schema_path) -> None:

@@ -49,7 +49,7 @@ class WorstCaseSearch:
         # steps are scored on small working sets (each head's worst examples, warm-started): cheap, and
         # the final classifiers are scored again with the full estimator
         self.step_settings = replace(settings, working_budget=settings.working_set)
-        self.tau = settings.temperatures[-1] if settings.temperatures else 0.003
+        self.tau = settings.search_temperature
 
     def logits(self, clf: Classifiers, group: int = 1) -> torch.Tensor:
         """(N, H * group, C) target logits ``lam (y_n W + b)``: ``group`` classifiers per head (head-major),

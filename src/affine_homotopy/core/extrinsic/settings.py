@@ -36,6 +36,12 @@ class ExtrinsicSettings:
     # a search step is accepted when it raises the value by more than this (relative): far above the
     # inner values' own tolerance, so that rounding of the inputs cannot flip the decision
     search_accept_rtol: float = 1e-2
+    # the ascent direction's smooth maximum: example n weighs exp(e_n^2 / (temperature max e^2)), a
+    # factor e less for every `temperature` (as a fraction of the largest squared error) below the
+    # largest. The map a step starts from is any map within `tol` of the inner optimum, and which
+    # examples lie within a fraction of a percent of the largest error differs between such maps: at
+    # 0.1 the direction does not turn with the last bits of the inputs (docs/performance.md)
+    search_temperature: float = 0.1
     # exact speed-ups, switchable for benchmarks: with every example in the working set, evaluate all
     # heads by one shared product; drop converged heads from the soft-label fit's products
     full_set_product: bool = True
@@ -66,6 +72,7 @@ class ExtrinsicSettings:
             rank_multiplier=config["intrinsic"]["rank_multiplier"], block_mb=section["block_mb"],
             search_steps=search["steps"], search_step_size=search["step_size"], search_radius=search["radius"],
             search_candidates=search["candidates"], search_accept_rtol=search["accept_rtol"],
+            search_temperature=search["temperature"],
             dtype=DTYPES[section["dtype"]], device=device,
             measures=tuple(section.get("measures", cls.measures)),
         )
