@@ -94,7 +94,21 @@ def main(argv: list[str] | None = None) -> int:
             largest[temperature] = max(largest.get(temperature, 0.0), change)
     say("\nlargest change of any pair, every data set: "
         + ", ".join(f"temperature {t:g}: {c:.2e}" for t, c in largest.items()) + f"; {load_text()}")
+    if default.search_temperature in largest:
+        record_goal(largest, default, [title for _, title in runs], args.jitters)
     return 0
+
+
+def record_goal(largest: dict[float, float], default: ExtrinsicSettings, titles: list[str], jitters: int) -> None:
+    """The goal row ``search_stability`` (benchmarks/goal_measurements.csv): the default temperature's
+    largest change of any pair, the other temperatures' beside it."""
+    from benchmarks.goals import record
+
+    others = ", ".join(f"temperature {t:g}: {100 * c:.3g} %" for t, c in largest.items() if t != default.search_temperature)
+    record("search_stability", 100 * largest[default.search_temperature], "%",
+           f"benchmarks.search_temperature on {'; '.join(titles)} ({default.search_candidates} aimed classifiers, "
+           f"{default.search_steps} steps, temperature {default.search_temperature:g}): largest relative change of "
+           f"d_worst_search of any pair under {jitters} float32 jitters (1e-7) and 2 threads; {others}")
 
 
 if __name__ == "__main__":
