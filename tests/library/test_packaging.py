@@ -63,12 +63,11 @@ def module_names() -> list[str]:
 # the fresh virtual environment
 
 
-@started_early(lane="cluster")
+@started_early
 def core_install(request: pytest.FixtureRequest, environ) -> Callable[[], dict[str, Any]]:
     """A fresh virtual environment with numpy OTHER_NUMPY, the lock's torch and then the core library, from
     the project as pip would get it (pyproject, README and the package; no build leftovers in the tree):
-    its folder, the lock's pins and the seconds the two pip installs took. In the cluster lane, before the
-    SLURM run: that lane's thread mostly waits on SLURM, the studies lane's is the suite's longest."""
+    its folder, the lock's pins and the seconds the two pip installs took."""
     tmp_path = request.getfixturevalue("tmp_path_factory").mktemp("core_install")
     pins = {Requirement(line).name: str(Requirement(line).specifier)[2:] for line in
             (REPO / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
