@@ -393,8 +393,12 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
         if threshold_t is not None and lower_t <= threshold_t:
             t_next = threshold_t  # still undecided (lower at most the threshold, upper above it): stay there
         if root >= t_end * (1 - 1e-9):
-            # the root sits where a used half-space disappears: probe just above that level
-            t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7)))
+            # the root sits where a used half-space disappears, which says nothing of higher levels.
+            # Just above that level the next root can stop at the next row's q_n, one row an LP where
+            # many rows' probabilities lie between the bounds; the middle of the interval instead
+            # either raises the lower bound past it (infeasible there: the dual's g is positive) or
+            # is feasible on the working set
+            t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7), 0.5 * (lower_t + upper_t)))
         if not _add_violated(lp, target, u, s, t, errors, added_per_lp) and t_next == t:
             stop = "stalled"  # a complete working set and no progress: the LP's accuracy limit
             break
