@@ -32,6 +32,9 @@ Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
       ``t* >= root(g)``. ``lower`` is the largest root seen.
     * **Next level**: ``t = lower``; when the optimal dual vertex at ``t`` stays optimal at ``t*``,
       ``root(g) = t*`` exactly (Newton on ``s(t) = max over dual vertices of g_y(t)``): 2-5 LPs.
+      Where the root is the end of ``g``'s domain (a used half-space disappears there), at least the
+      middle of ``[lower, upper]``: just above that end, the next root could stop at the next row's
+      ``q_n``, one row an LP (a 768-wide random-label classifier crept so: docs/performance.md).
     * **Working set**: after each LP all rows are checked at the LP's level; half-spaces violated by
       more than ``s`` join (those the best map gets most wrong first). Nothing about validity
       depends on ``W`` being complete. The initial set is both sides of the worst rows of the best
