@@ -9,6 +9,7 @@ Run from the repository root (2-core machine: keep OpenMP threads from spinning)
     .venv/bin/python -m benchmarks.cost_model compare --configfile config/real_models.yaml
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model speedup [--sizes 2000 8000]
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model measure-jobs [--glue-dir ../shared/glue]
+    .venv/bin/python -m benchmarks.cost_model measure-work results/reviews   # a reference run's per-job work
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.cost_model calibrate   # this machine's speed probe
     .venv/bin/python -m benchmarks.cost_model check results/demo   # the projection against a run's benchmark files
 
@@ -21,7 +22,9 @@ encoder), d_aff and d_lin (jacobi, tol 1e-3, per ordered pair), the intrinsic ba
 per pair), the task probe (L-BFGS over the default L2 grid, per encoder), the random-label probes
 (the paper's SGD protocol, per classifier), d_psi (per pair), d_worst (per random classifier of a
 pair) and d_worst_search (per pair, at the default 4 aimed candidates and 3 ascent steps, the
-budget its coefficient is scaled from). K: the
+budget its coefficient is scaled from); and the same three extrinsic stages on exact pairs (each encoder
+and an invertible affine image of it, both ways: ``d_psi_exact``, ``d_worst_exact``,
+``d_worst_search_exact``; ``measure --only-exact`` measures these alone). K: the
 pairwise stages are measured per pair; a K = 6 run at N = 2,000 checks that the per-pair cost of
 d_aff does not depend on K. Rows are appended to ``benchmarks/cost_measurements.csv`` with the
 machine, thread count, load average and date.
@@ -44,7 +47,14 @@ in the values, and appends the certified / local ratios to ``benchmarks/extrinsi
 interpreter running Snakemake's script preamble imports and the module-level imports of the rule's
 script, the median of ``--repeats``), and for the embed rule all-MiniLM-L6-v2's load (transformers
 included) and its forward pass per example over SST-2 training sentences (max_length 128, batch 64,
-one thread, in a fresh interpreter). ``fit`` copies them into the coefficient file's ``jobs``.
+one thread, in a fresh interpreter), and one Table 1 correlation (Mantel permutations and bootstrap at
+the schema's defaults) of K = 4, 7, 12 and 27 encoders (``--only-correlation``: these alone).
+``measure-work RUN`` records, for every rule whose work the config does not size (tables, figures,
+data preparation, derived copies, provenance), the median work of its jobs in a finished reference run
+(their cost records: CPU less start-up), with the jobs' speed probe; the reference is
+``config/examples/reviews.yaml``, a run that is neither of the two runs ``check`` is held to.
+``fit`` copies them into the coefficient file's ``jobs`` (a line through the correlations in log K;
+each work row at the reference machine's speed).
 ``check RUN`` sets the projection of a finished run's config, per rule (:func:`affine_homotopy.jobs.
 resources.job_projection`), beside the CPU seconds its jobs' cost records measured (the records
 beside the benchmark files ``RUN/benchmarks/**.tsv``; :mod:`affine_homotopy.jobs.cost_check`), with
@@ -172,10 +182,48 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
                       "random classifier of an ordered pair")
     if search:
         out["d_worst_search"] = (result.seconds["cpu_d_worst_search"] / pairs, pairs, "ordered pair")
+    out.update(measure_exact_extrinsic(reps, labels, n_random, search))
     if result.certified:
         gaps = [row[column] for row in result.diagnostics for column in ("d_psi_gap", "d_worst_gap", "d_worst_search_gap")
                 if np.isfinite(row.get(column, np.nan))]
         say(f"    certified extrinsic: largest relative gap {max(gaps):.2e} over {len(gaps)} intervals")
+    return out
+
+
+def measure_exact_extrinsic(reps: list[np.ndarray], labels: np.ndarray, n_random: int,
+                            search: bool = True) -> dict[str, tuple[float, int, str]]:
+    """Per-unit CPU seconds of the extrinsic stages on exact pairs (``d_psi_exact``, ``d_worst_exact``,
+    ``d_worst_search_exact``): each encoder and its invertible affine image (as :func:`measure_exact_pairs`),
+    both ways, each side with its own task probe and ``n_random`` random-label probes, under the default
+    extrinsic settings. The map fits the target to the float floor, so every certified interval closes
+    at once; the largest certified value is printed as the check that the pairs are exact."""
+    from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
+    from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
+    from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels
+    from affine_homotopy.models.derived import random_affine
+
+    names = ["x", "image"]
+    settings = ExtrinsicSettings() if search else ExtrinsicSettings(measures=("d_psi", "d_worst"))
+    random_y = random_labels(len(labels), 2, range(n_random))
+    seconds: dict[str, float] = defaultdict(float)
+    largest = 0.0
+    for slot, rep in enumerate(reps):
+        pair = [rep, random_affine(rep, rep[:1], seed=0, layer=slot)[0].astype(np.float32)]
+        intrinsic = pairwise_intrinsic(pair, names, IntrinsicSettings(measures=("d_aff",), keep_weights=True, tol=1e-3))
+        probes = [fit_softmax_probe(r, labels, 2) for r in pair]
+        randoms = [fit_random_probes_sgd(r, random_y, 2) for r in pair]
+        result = extrinsic_distances(pair, probes, names, intrinsic.weights, randoms, settings,
+                                     intrinsic.matrices["d_aff"])
+        for phase in ("d_psi", "d_worst", "d_worst_search"):
+            seconds[phase] += result.seconds.get(f"cpu_{phase}", 0.0)
+        largest = max(largest, *(float(np.nanmax(matrix)) for matrix in result.matrices().values()))
+    pairs = 2 * len(reps)
+    say(f"    exact pairs: the largest extrinsic value {largest:.2e}")
+    out = {"d_psi_exact": (seconds["d_psi"] / pairs, pairs, "exact ordered pair"),
+           "d_worst_exact": (seconds["d_worst"] / (pairs * n_random), pairs * n_random,
+                             "random classifier of an exact ordered pair")}
+    if search:
+        out["d_worst_search_exact"] = (seconds["d_worst_search"] / pairs, pairs, "exact ordered pair")
     return out
 
 
@@ -257,7 +305,7 @@ def measure_all(args: argparse.Namespace) -> None:
     runs = [] if args.wide_only else [
         (n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]]) for n in sizes]
     runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)]) for n in wide_sizes]
-    if not (args.only_extrinsic or args.wide_only):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
+    if not (args.only_extrinsic or args.only_exact or args.wide_only):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
         runs.append((2000, 384, [embedded[layer] for layer in range(6)]))
     for n, d, full_reps in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
@@ -268,9 +316,11 @@ def measure_all(args: argparse.Namespace) -> None:
         probe = speed_probe_seconds()
         say(f"N = {n}, D = {d}, K = {len(reps)}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
             f"load {os.getloadavg()[0]:.2f}, speed probe {probe:.4f} s)")
+        search = args.search_sizes is None or n in args.search_sizes
         stages = (measure_solver(reps) if args.only_solver
+                  else measure_exact_extrinsic(reps, labels_all[:n], n_random, search) if args.only_exact
                   else measure_one(reps, labels_all[:n], n_random, args.only_extrinsic,
-                                   search=args.search_sizes is None or n in args.search_sizes))
+                                   search=search))
         rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                  "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
                  "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
@@ -364,7 +414,8 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
                   "fit` from benchmarks/cost_measurements.csv and benchmarks/extrinsic_cost_ratios.csv; "
                   "speed_reference (the speed probe of the machine that measured them) from "
                   "benchmarks/speed_calibration.csv; refit instead of editing it (a test compares the two)."),
-        "n_ref": N_REF, "d_ref": D_REF, "stages": stages, "jobs": fitted_job_costs(jobs),
+        "n_ref": N_REF, "d_ref": D_REF, "stages": stages,
+        "jobs": fitted_job_costs(jobs, speed["speed_probe_seconds"] if speed else None),
         "speed_reference": speed,
     }
 
@@ -393,6 +444,12 @@ def fit(args: argparse.Namespace) -> dict:
     say(f"per job: start-up of {len(jobs['startup'])} rules, {min(jobs['startup'].values()):.2f}-"
         f"{max(jobs['startup'].values()):.2f} CPU s; embed: load {jobs['embed_load']:.2f} s, "
         f"{jobs['embed_example'] * 1000:.2f} ms per example at D = 384, D exponent {jobs['embed_d_exponent']}")
+    correlation, work = jobs["correlation"], jobs["work"]
+    say("correlate: one correlation " + ", ".join(f"{seconds:.3g} CPU s at K = {k}" for k, seconds in
+                                                  zip(correlation["k"], correlation["seconds"])))
+    say(f"work per job of {len(work)} unsized rules: "
+        + (f"{min(work.values()):.2f}-{max(work.values()):.2f} CPU s ({'; '.join(jobs['work_reference'])})" if work
+           else "none measured (python -m benchmarks.cost_model measure-work RUN, then fit)"))
     COEFFICIENTS.write_text(coefficients_text(document))
     say(f"wrote {COEFFICIENTS.relative_to(REPO)}")
     return document
@@ -539,10 +596,16 @@ def speedup(args: argparse.Namespace) -> None:
 # measure-jobs: what a job costs besides its pairwise stages
 
 JOB_MEASUREMENTS = HERE / "job_measurements.csv"
-# quantity: "startup" (CPU s per job of the rule), "load" (the embed job's model load) or "example"
-# (the embed job's forward pass, CPU s per example at width d); note: where a row comes from when not
-# from measure-jobs
-JOB_FIELDS = ["rule", "quantity", "seconds", "n", "d", "repeats", "threads", "load_1min", "machine", "date", "note"]
+# quantity: "startup" (CPU s per job of the rule), "load" (the embed job's model load), "example"
+# (the embed job's forward pass, CPU s per example at width d), "cell" (correlate: one Table 1
+# correlation of n encoders at the schema's permutations and resamples) or "work" (CPU s of one job's
+# work of a rule the config does not size, the median over a reference run's jobs: measure-work; n: its
+# jobs); note: where a row comes from when not from measure-jobs; speed_probe_seconds: the measuring
+# machine's speed probe (empty: the reference machine's)
+JOB_FIELDS = ["rule", "quantity", "seconds", "n", "d", "repeats", "threads", "load_1min", "machine", "date", "note",
+              "speed_probe_seconds"]
+# the encoders of the correlation cells measure-jobs times: the demo's 7 and the paper's 27 among them
+CORRELATION_SIZES = (4, 7, 12, 27)
 # what a job's interpreter imports before its script's own imports: Snakemake's script preamble
 SCRIPT_PREAMBLE = ("import pickle; from snakemake.logging import logger; from snakemake.iocontainers import Snakemake; "
                    "from snakemake.shell import shell")
@@ -601,13 +664,66 @@ def child_cpu_seconds(code: str, stdin: str | None = None) -> tuple[float, str]:
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, done.stdout
 
 
+def schema_resamples() -> tuple[int, int]:
+    """The schema's default Mantel permutations and bootstrap resamples (analysis.n_permutations, n_bootstrap)."""
+    import yaml
+
+    analysis = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["properties"]["analysis"]["properties"]
+    return int(analysis["n_permutations"]["default"]), int(analysis["n_bootstrap"]["default"])
+
+
+def correlation_cell_rows(repeats: int, stamp: dict[str, object]) -> list[dict[str, object]]:
+    """One Table 1 correlation (:func:`affine_homotopy.core.stats.full_correlation`: Pearson and Spearman,
+    Mantel permutations, bootstrap over encoders) of K encoders at the schema's resamples, in this process
+    after a warm-up, the least of ``repeats``, for each K of CORRELATION_SIZES (random distance matrices:
+    the cost follows K and the resamples, not the values)."""
+    import pandas as pd
+    from threadpoolctl import threadpool_limits
+
+    from affine_homotopy.core import stats
+    from affine_homotopy.jobs.cost_check import speed_probe_seconds
+
+    n_permutations, n_bootstrap = schema_resamples()
+
+    def matrices(k: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        rng = np.random.default_rng(k)
+        names = [f"e{i}" for i in range(k)]
+        x = np.abs(rng.standard_normal((k, k)))
+        y = x + 0.3 * np.abs(rng.standard_normal((k, k)))
+        np.fill_diagonal(x, 0.0)
+        np.fill_diagonal(y, 0.0)
+        return pd.DataFrame(x, names, names), pd.DataFrame(y, names, names)
+
+    rows = []
+    with threadpool_limits(limits=1):
+        stats.full_correlation(*matrices(4), None, n_permutations, n_bootstrap, 0, 0.95)  # imports, caches
+        probe = speed_probe_seconds()
+        for k in CORRELATION_SIZES:
+            x, y = matrices(k)
+            seconds = min(cpu_seconds(lambda: stats.full_correlation(x, y, None, n_permutations, n_bootstrap, 0,
+                                                                     0.95))[1] for _ in range(repeats))
+            rows.append({"rule": "correlate", "quantity": "cell", "seconds": f"{seconds:.4g}", "n": k, "d": "",
+                         "repeats": repeats, "load_1min": f"{os.getloadavg()[0]:.2f}", **stamp,
+                         "note": f"{n_permutations} permutations, {n_bootstrap} resamples",
+                         "speed_probe_seconds": f"{probe:.6g}"})
+            say(f"    one correlation of K = {k:2d} encoders: {seconds:.4f} CPU s ({n_permutations} permutations, "
+                f"{n_bootstrap} resamples; speed probe {probe:.4f} s)")
+    return rows
+
+
 def measure_jobs(args: argparse.Namespace) -> None:
     from benchmarks.common import required_glue_file, sst2_sentences
 
     say(f"machine: {platform.node()} ({os.cpu_count()} cores); {load_text()}")
     stamp = {"threads": 1, "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
              "note": ""}
-    rows = []
+    if args.only_correlation:
+        rows = correlation_cell_rows(args.repeats, stamp)
+        append_rows(rows, JOB_MEASUREMENTS, JOB_FIELDS)
+        say(f"{load_text()}; appended {len(rows)} rows to {JOB_MEASUREMENTS.relative_to(REPO)}; now run: "
+            "python -m benchmarks.cost_model fit")
+        return
+    rows = correlation_cell_rows(args.repeats, stamp)
     scripts = rule_scripts()
     say(f"start-up of a job: a fresh interpreter, Snakemake's script preamble and the script's imports, median of "
         f"{args.repeats} ({len(scripts)} rules)")
@@ -631,14 +747,77 @@ def measure_jobs(args: argparse.Namespace) -> None:
         "python -m benchmarks.cost_model fit")
 
 
-def fitted_job_costs(path: Path = JOB_MEASUREMENTS) -> dict:
+def measure_work(args: argparse.Namespace) -> None:
+    """The work per job of the rules the config does not size, from a finished reference run's cost records."""
+    from affine_homotopy.errors import DataError
+    from affine_homotopy.jobs.cost_check import read_run
+    from affine_homotopy.jobs.resources import SIZED_RULES
+
+    try:
+        measured = read_run(args.run)
+    except DataError as error:
+        say(f"measure-work: {error}")
+        raise SystemExit(2) from None
+    by_rule: dict[str, list] = defaultdict(list)
+    for job in measured.jobs:
+        by_rule[job.rule].append(job)
+    unsized = {rule: jobs for rule, jobs in sorted(by_rule.items()) if rule not in SIZED_RULES}
+    if not unsized:
+        say(f"measure-work: {args.run} has no benchmark files of a rule whose work the config does not size (all but "
+            f"{', '.join(SIZED_RULES)}). Fix: name a finished run of this workflow (snakemake --cores N)")
+        raise SystemExit(2)
+    name, fingerprint = measured.config["run_name"], measured.fingerprint[:12]
+    say(f"reference run {args.run} (config {name!r}, fingerprint {fingerprint}): the work of one job (its CPU less its "
+        "start-up), the median over the rule's jobs, with their speed probe")
+    rows = []
+    for rule, jobs in unsized.items():
+        if max(job.threads for job in jobs) > 1:
+            say(f"    {rule}: skipped, a job ran on {max(job.threads for job in jobs)} threads")
+            continue
+        probes = [job.speed_probe_seconds for job in jobs if math.isfinite(job.speed_probe_seconds)]
+        if not probes:
+            say(f"    {rule}: skipped, its jobs recorded no speed probe (rerun them with this workflow)")
+            continue
+        work = float(np.median([max(job.cpu_seconds - job.startup_cpu_seconds, 0.0) for job in jobs]))
+        probe = float(np.median(probes))
+        rows.append({"rule": rule, "quantity": "work", "seconds": f"{work:.4g}", "n": len(jobs), "d": "",
+                     "repeats": len(jobs), "threads": 1,
+                     "load_1min": f"{np.median([job.load_1min for job in jobs]):.2f}",
+                     "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
+                     "note": f"measure-work: run {name!r} (config fingerprint {fingerprint})",
+                     "speed_probe_seconds": f"{probe:.6g}"})
+        say(f"    {rule:32s} {work:6.2f} CPU s per job ({len(jobs)} jobs, speed probe {probe:.4f} s)")
+    append_rows(rows, JOB_MEASUREMENTS, JOB_FIELDS)
+    say(f"appended {len(rows)} rows to {JOB_MEASUREMENTS.name}; now run: python -m benchmarks.cost_model fit")
+
+
+def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) -> dict:
     """The ``jobs`` document of cost_coefficients.json (:class:`affine_homotopy.jobs.cost.JobCosts`):
     the latest row of each (rule, quantity, d). The embed forward pass's D exponent comes from the two
     ``example`` rows noted as taken from the ``embedding_throughput.py`` record (all-mpnet-base-v2
     against all-MiniLM-L6-v2, CPU seconds per example on SST-2), its value at D = 384 from the latest
-    measured row."""
+    measured row. ``work``: the latest ``work`` row of each rule; ``correlation``: the latest ``cell``
+    row of each K (the package interpolates them in log-log). A row that
+    carries its machine's speed probe counts at the reference machine's speed ``speed`` (its seconds
+    times ``speed`` over its probe; as measured without ``speed``)."""
+    def at_reference(row: dict[str, str]) -> float:
+        seconds = float(row["seconds"])
+        if speed and row.get("speed_probe_seconds"):
+            seconds *= speed / float(row["speed_probe_seconds"])
+        return seconds
+
     rows = read_measurements(path)
     latest = {(r["rule"], r["quantity"], r["d"]): r for r in rows}
+    work_rows = {r["rule"]: r for r in rows if r["quantity"] == "work"}
+    cells = {int(r["n"]): r for r in rows if (r["rule"], r["quantity"]) == ("correlate", "cell")}
+    if len(cells) < 2:
+        raise ValueError(f"{path.name} lacks the correlation cells at two or more K: run python -m "
+                         "benchmarks.cost_model measure-jobs --only-correlation")
+    settings = {r["note"] for r in cells.values()}
+    if len(settings) != 1:
+        raise ValueError(f"{path.name}: the latest correlation cells were measured at several settings {sorted(settings)}")
+    sizes = sorted(cells)
+    resamples = [int(word) for word in settings.pop().replace(",", "").split() if word.isdigit()]
     startup = {rule: significant(float(r["seconds"])) for (rule, quantity, _), r in sorted(latest.items())
                if quantity == "startup"}
     recorded = {int(r["d"]): float(r["seconds"]) for r in rows
@@ -647,13 +826,18 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS) -> dict:
     if not startup or ("embed", "load", "384") not in latest or not measured or set(recorded) != {384, 768}:
         raise ValueError(f"{path.name} lacks the start-up rows, the embed load and example rows or the two "
                          "embedding_throughput rows: run python -m benchmarks.cost_model measure-jobs")
-    used = [latest[("embed", "load", "384")], measured[-1], *[r for r in rows if r["quantity"] == "startup"]]
+    used = [latest[("embed", "load", "384")], measured[-1], *[r for r in rows if r["quantity"] == "startup"],
+            *work_rows.values(), *cells.values()]
     loads = [float(r["load_1min"]) for r in used]
     return {
         "startup": startup,
         "embed_load": significant(float(latest[("embed", "load", "384")]["seconds"])),
         "embed_example": significant(float(measured[-1]["seconds"])),
         "embed_d_exponent": round(math.log(recorded[768] / recorded[384]) / math.log(2), 2),
+        "work": {rule: significant(at_reference(row)) for rule, row in sorted(work_rows.items())},
+        "work_reference": sorted({row["note"].removeprefix("measure-work: ") for row in work_rows.values()}),
+        "correlation": {"k": sizes, "seconds": [significant(at_reference(cells[k])) for k in sizes],
+                        "resamples": resamples},
         "dates": sorted({r["date"] for r in used}), "load_1min": [min(loads), max(loads)],
     }
 
@@ -818,6 +1002,8 @@ def main() -> None:
     add_glue_dir(m, "SST-2/train.tsv")
     m.add_argument("--quick", action="store_true")
     m.add_argument("--only-solver", action="store_true", help="only the factorisation and d_aff (the solver rows)")
+    m.add_argument("--only-exact", action="store_true",
+                   help="only the extrinsic stages of exact pairs (d_psi_exact, d_worst_exact, d_worst_search_exact)")
     m.add_argument("--only-extrinsic", action="store_true",
                    help="only the probes and the extrinsic stages (d_aff is solved for its maps, not recorded)")
     m.add_argument("--sizes", type=int, nargs="+", help="these N only (D = 768 at those of 2,000 and 8,000)")
@@ -849,6 +1035,10 @@ def main() -> None:
     add_glue_dir(j, "SST-2/train.tsv")
     j.add_argument("--repeats", type=int, default=3)
     j.add_argument("--n", type=int, default=512, help="SST-2 sentences for the embed forward pass")
+    j.add_argument("--only-correlation", action="store_true", help="only the Table 1 correlation cells")
+    w = sub.add_parser("measure-work", help="the work per job of the rules the config does not size, from a "
+                                            "finished reference run")
+    w.add_argument("run", type=Path, help="a finished run's results folder, e.g. results/reviews")
     b = sub.add_parser("calibrate", help="this machine's speed probe and the factorisation rows re-measured")
     b.add_argument("--repeats", type=int, default=3)
     k = sub.add_parser("check")
@@ -857,7 +1047,7 @@ def main() -> None:
                    help="the cores the run had, for the least wall time its work allows (default: this machine's)")
     args = parser.parse_args()
     {"measure": measure, "fit": fit, "project": project, "speedup": speedup, "compare": compare,
-     "measure-jobs": measure_jobs, "check": check, "table": table, "calibrate": calibrate}[args.mode](args)
+     "measure-jobs": measure_jobs, "measure-work": measure_work, "check": check, "table": table, "calibrate": calibrate}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,10 @@ def test_projection_grows_as_the_model_says(paper_config) -> None:
     # pairwise stages grow as K (K - 1), per-encoder stages as K; the exact pair is counted apart
     double_k = projection_of(paper_config, 8, N_REF)
     assert double_k.stages["d_aff"] / base.stages["d_aff"] == pytest.approx((8 * 7 - 1) / (4 * 3 - 1))
-    assert double_k.stages["d_psi"] / base.stages["d_psi"] == pytest.approx(8 * 7 / (4 * 3))
+    for stage in ("d_psi", "d_worst", "d_worst_search"):
+        assert double_k.stages[stage] / base.stages[stage] == pytest.approx((8 * 7 - 1) / (4 * 3 - 1)), stage
+        assert double_k.stages[f"{stage}_exact"] == pytest.approx(base.stages[f"{stage}_exact"]), stage
+        assert base.stages[f"{stage}_exact"] > 0, stage
     assert double_k.stages["d_aff_exact"] == pytest.approx(base.stages["d_aff_exact"])
     assert base.stages["d_aff_exact"] > 0
     assert double_k.stages["task_probe"] / base.stages["task_probe"] == pytest.approx(2)
@@ -79,11 +82,13 @@ def test_projection_follows_the_config(paper_config) -> None:
     config["extrinsic"]["worst_search"].update(steps=0, candidates=0)
     bare = projection_of(config, 4, N_REF)
     assert bare.stages["d_worst"] == bare.stages["random_probe"] == bare.stages["d_worst_search"] == 0
+    assert bare.stages["d_worst_exact"] == bare.stages["d_worst_search_exact"] == 0
     config["extrinsic"]["n_random_classifiers"] = 50
     half = projection_of(config, 4, N_REF)
     config["extrinsic"]["n_random_classifiers"] = 100
     full = projection_of(config, 4, N_REF)
     assert full.stages["d_worst"] == pytest.approx(2 * half.stages["d_worst"])
+    assert full.stages["d_worst_exact"] == pytest.approx(2 * half.stages["d_worst_exact"])
     with_grid = projection_of(config, 4, N_REF, copies=10)
     assert with_grid.rules["rank_deficiency"] == pytest.approx(
         10 * STAGE_COSTS["factorise"].seconds(N_REF, D_REF) + 90 * STAGE_COSTS["d_aff"].seconds(N_REF, D_REF))
@@ -117,12 +122,15 @@ def test_projection_counts_only_the_selected_extrinsic_measures(paper_config) ->
     assert full.stages["d_worst_search"] > 0 and worst.stages["d_worst_search"] == 0
     search = config["extrinsic"]["worst_search"]
     search_scale = (search["steps"] + search["candidates"]) / MEASURED_SETTINGS["search_work"]
+    # projection_of's one exact pair costs the exact stages, the other pairs the full ones
     assert full.rules["extrinsic"] - worst.rules["extrinsic"] == pytest.approx(
-        n_layers * search_scale * pairs * STAGE_COSTS["d_worst_search"].seconds(N_REF, D_REF))
+        n_layers * search_scale * ((pairs - 1) * STAGE_COSTS["d_worst_search"].seconds(N_REF, D_REF)
+                                   + STAGE_COSTS["d_worst_search_exact"].seconds(N_REF, D_REF)))
     assert bare.stages["d_worst"] == bare.stages["random_probe"] == 0 < worst.stages["random_probe"]
     n_random = config["extrinsic"]["n_random_classifiers"]
     assert worst.rules["extrinsic"] - bare.rules["extrinsic"] == pytest.approx(
-        n_layers * pairs * n_random * STAGE_COSTS["d_worst"].seconds(N_REF, D_REF))
+        n_layers * n_random * ((pairs - 1) * STAGE_COSTS["d_worst"].seconds(N_REF, D_REF)
+                               + STAGE_COSTS["d_worst_exact"].seconds(N_REF, D_REF)))
     assert worst.rules["probe"] - bare.rules["probe"] == pytest.approx(worst.stages["random_probe"])
     # the intrinsic rule and the task probes do not depend on the extrinsic selection
     for part in (worst, bare):
@@ -186,7 +194,9 @@ def test_d_aff_is_priced_by_the_solver_path_it_takes() -> None:
                   (("d_aff_exact", "exact ordered pair"), ("d_lin", "ordered pair"),
                    ("d_lin_working_set", "ordered pair"), ("baselines", "ordered pair"),
                    ("task_probe", "encoder layer"), ("random_probe", "random classifier"), ("d_psi", "ordered pair"),
-                   ("d_worst", "random classifier"), ("d_worst_search", "ordered pair"))})
+                   ("d_worst", "random classifier"), ("d_worst_search", "ordered pair"),
+                   ("d_psi_exact", "exact ordered pair"), ("d_worst_exact", "random classifier"),
+                   ("d_worst_search_exact", "exact ordered pair"))})
     config = {"probe": {"l2_grid": [1.0], "max_iter": 10, "random_max_iter": 10},
               "extrinsic": {"random_probes": {"method": "sgd", "epochs": 1, "learning_rates": [1.0]},
                             "worst_search": {"steps": 0, "candidates": 0}, "measures": ["d_psi"],
@@ -265,6 +275,29 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
     config["intrinsic"]["measures"] = ["d_aff", "d_iso", "cka"]
     without = project(config, widths, {"task": n}, layers, copies)
     assert without.rules["intrinsic"] == pytest.approx(intrinsic - layers * d_lin, rel=1e-12)
+
+
+def test_an_exact_pairs_extrinsic_stages_cost_their_own_coefficients() -> None:
+    """3 encoders, one exact ordered pair among the 6: each extrinsic stage counts the 5 other pairs, its
+    _exact stage the one (unit costs chosen apart so that any mix-up shows), at the configured budgets."""
+    from affine_homotopy.jobs.cost import STAGE_UNITS
+
+    costs = {stage: StageCost(0.0, 0.0, 0.0, unit) for stage, unit in STAGE_UNITS.items()}
+    for stage, seconds in (("d_psi", 1.0), ("d_worst", 10.0), ("d_worst_search", 100.0), ("d_psi_exact", 0.5),
+                           ("d_worst_exact", 0.25), ("d_worst_search_exact", 0.125)):
+        costs[stage] = StageCost(seconds, 0.0, 0.0, STAGE_UNITS[stage])
+    config = toy_config()
+    n_random, scale = 10, (3 + 10) / MEASURED_SETTINGS["search_work"]
+    projected = project(config, dict.fromkeys(("a", "b", "c"), D_REF), {"task": N_REF}, 1, costs=costs,
+                        exact_pairs={("a", "b")})
+    expected = {"d_psi": 5 * 1.0, "d_worst": 5 * n_random * 10.0, "d_worst_search": 5 * scale * 100.0,
+                "d_psi_exact": 0.5, "d_worst_exact": n_random * 0.25, "d_worst_search_exact": scale * 0.125}
+    assert {stage: projected.stages[stage] for stage in expected} == pytest.approx(expected, rel=1e-12)
+    assert projected.rules["extrinsic"] == pytest.approx(sum(expected.values()), rel=1e-12)
+    # a pair not among the encoders is ignored; no exact pair: every pair at the full stages
+    alike = project(config, dict.fromkeys(("a", "b", "c"), D_REF), {"task": N_REF}, 1, costs=costs,
+                    exact_pairs={("a", "z")})
+    assert alike.stages["d_psi"] == pytest.approx(6.0) and alike.stages["d_psi_exact"] == 0
 
 
 def test_the_exact_pairs_of_a_config_are_those_at_the_float_floor() -> None:

@@ -6,6 +6,7 @@ measured under another config, and its arithmetic matches an independent computa
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import re
@@ -222,6 +223,35 @@ def test_the_check_names_the_rules_without_benchmark_files(tmp_path: Path, capsy
     assert missing_benchmarks({"intrinsic": 2, "extrinsic": 2}, partial) == ["extrinsic"]
 
 
+def test_measure_work_takes_the_median_work_of_the_unsized_rules_and_refuses_a_run_without_them(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    """measure-work on a synthetic reference run: per rule the median of its jobs' CPU less start-up, with
+    their median speed probe; the sized rules (intrinsic here) are left to their stages. A run without
+    a benchmark file of an unsized rule is refused, naming the fix."""
+    from benchmarks import cost_model
+
+    jobs = [("intrinsic", "intrinsic/t_layer1", 1.0, 10.0), ("derive", "derive/a_t", 1.0, 1.5),
+            ("derive", "derive/b_t", 1.0, 1.25), ("derive", "derive/c_t", 1.0, 2.0),
+            ("provenance", "provenance", 0.25, 1.75)]
+    probes = {"derive/a_t": 0.02, "derive/b_t": 0.03, "derive/c_t": 0.04, "provenance": 0.05}
+    run = write_run(tmp_path, CONFIG, jobs, probes=probes)
+    written = tmp_path / "jobs.csv"
+    monkeypatch.setattr(cost_model, "JOB_MEASUREMENTS", written)
+    cost_model.measure_work(argparse.Namespace(run=run))
+    with open(written, newline="") as handle:
+        rows = {row["rule"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {"derive", "provenance"}
+    assert (float(rows["derive"]["seconds"]), rows["derive"]["n"], float(rows["derive"]["speed_probe_seconds"])) == (
+        0.5, "3", 0.03)
+    assert (float(rows["provenance"]["seconds"]), float(rows["provenance"]["speed_probe_seconds"])) == (1.5, 0.05)
+    assert all(row["quantity"] == "work" and "run 'toy'" in row["note"] for row in rows.values())
+    sized_only = write_run(tmp_path / "sized", CONFIG, jobs[:1])
+    with pytest.raises(SystemExit) as stop:
+        cost_model.measure_work(argparse.Namespace(run=sized_only))
+    assert stop.value.code == 2
+    assert "has no benchmark files of a rule whose work the config does not size" in capsys.readouterr().out
+
+
 @pytest.fixture
 def restore_job_state(monkeypatch):
     """runner.run configures the root logger, switches the hub off and sets torch's threads: undo it."""
@@ -265,7 +295,9 @@ def test_the_runner_writes_the_record_with_the_config_fingerprint(tmp_path: Path
 
 def test_the_projection_per_rule_is_start_up_plus_work() -> None:
     """job_projection against its parts, computed here: start-up per job times the jobs, plus the
-    pairwise stages (study_projection) or the embed forward pass."""
+    pairwise stages (study_projection), the embed forward pass, Table 1's correlations (2 tasks x 3
+    layers x 9 intrinsic x 3 extrinsic measures of 7 encoders, all 7! = 5,040 permutations enumerated)
+    or the rule's measured work per job."""
     from affine_homotopy.jobs.cost import job_costs
     from affine_homotopy.jobs.resources import encoder_width, job_projection, planned_jobs, study_projection, task_size
     from affine_homotopy.study.validation import check_config
@@ -274,12 +306,39 @@ def test_the_projection_per_rule_is_start_up_plus_work() -> None:
     costs, jobs = job_costs(), planned_jobs(config)
     projection, work = job_projection(config), study_projection(config).rules
     assert jobs["embed"] == 4 and jobs["derive"] == 12 and jobs["probe"] == 14 and jobs["intrinsic"] == 6
-    for rule in ("intrinsic", "extrinsic", "probe", "rank_deficiency", "correlate", "derive"):
-        assert projection[rule] == (jobs[rule], pytest.approx(jobs[rule] * costs.startup[rule] + work.get(rule, 0.0)))
+    for rule in ("intrinsic", "extrinsic", "probe", "rank_deficiency"):
+        assert projection[rule] == (jobs[rule], pytest.approx(jobs[rule] * costs.startup[rule] + work[rule]))
+    for rule in ("derive", "provenance", "figure_layer_trend"):  # measured on the reference run
+        assert costs.work[rule] > 0
+        assert projection[rule] == (jobs[rule], pytest.approx(jobs[rule] * (costs.startup[rule] + costs.work[rule])))
+    assert 7 in costs.correlation_k and config["analysis"]["n_permutations"] > 5040  # all 7! permutations
+    cell = costs.correlation_seconds[costs.correlation_k.index(7)]
+    assert projection["correlate"][1] == pytest.approx(costs.startup["correlate"] + 2 * 3 * 9 * 3 * cell)
     width = encoder_width("minilm", config["encoders"])
     forward = sum(costs.embed_load + task_size(spec, split) * costs.embed_example * (width / 384) ** costs.embed_d_exponent
                   for spec in config["tasks"].values() for split in ("train", "dev"))
     assert projection["embed"][1] == pytest.approx(4 * costs.startup["embed"] + forward)
+
+
+def test_a_correlation_costs_its_permutations_and_resamples() -> None:
+    """JobCosts.correlation_cell_seconds: a Mantel test of K encoders enumerates K! permutations when that
+    is fewer than asked; each permutation and each bootstrap resample costs alike."""
+    from affine_homotopy.jobs.cost import JobCosts, permutations_drawn
+
+    assert [permutations_drawn(k, 10_000) for k in (3, 5, 7, 8, 27)] == [6, 120, 5040, 10_000, 10_000]
+    # measured at K = 5, 10 and 20: as K^2 up to 10, as K^3 beyond
+    costs = JobCosts({}, 0.0, 0.0, 0.0, {}, correlation_k=(5, 10, 20), correlation_seconds=(0.125, 0.5, 4.0),
+                     correlation_resamples=(10_000, 2_000))
+    assert costs.correlation_cell_seconds(10, 10_000, 2_000) == pytest.approx(0.5)
+    assert costs.correlation_cell_seconds(8, 10_000, 2_000) == pytest.approx(0.5 * 0.8**2)  # within a segment
+    assert costs.correlation_cell_seconds(40, 10_000, 2_000) == pytest.approx(32.0)  # the end segment extended
+    # 4 encoders: all 24 permutations, as measured (the measured K hold the enumerated ones too)
+    assert costs.correlation_cell_seconds(4, 10_000, 2_000) == pytest.approx(0.125 * 0.8**2)
+    assert costs.correlation_cell_seconds(4, 10_000, 4_000) == pytest.approx(0.125 * 0.8**2 * (24 + 4000) / 2024)
+    assert costs.correlation_cell_seconds(20, 20_000, 4_000) == pytest.approx(8.0)  # twice the resamples
+    # 7 encoders: all 5,040 permutations either way, so only the bootstrap's doubling counts
+    assert costs.correlation_cell_seconds(7, 20_000, 4_000) == pytest.approx(
+        0.125 * 1.4**2 * (5040 + 4000) / (5040 + 2000))
 
 
 @pytest.mark.workflow

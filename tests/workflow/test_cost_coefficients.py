@@ -153,3 +153,36 @@ def test_a_row_measured_on_another_machine_counts_at_the_reference_machines_spee
     assert uncalibrated["speed_reference"]["speed_probe_seconds"] == 0.1
     assert uncalibrated["speed_reference"]["transfer"] == "the rows' own probes"
     assert (uncalibrated["stages"]["d_psi"]["seconds_ref"], uncalibrated["stages"]["d_psi"]["n_exponent"]) == (8.0, 2.0)
+
+
+def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_reference_speed(tmp_path: Path) -> None:
+    """Made-up job rows: correlation cells (one stale row of K = 5 replaced), work rows of a
+    machine twice as slow as the reference (probe 0.1 against 0.05) and one without a probe (the
+    reference machine's); the latest work row of a rule counts."""
+    from benchmarks.cost_model import JOB_FIELDS, fitted_job_costs
+
+    def row(rule: str, quantity: str, seconds: float, n: object = "", d: object = "", note: str = "",
+            probe: object = "", date: str = "2030-01-02") -> dict[str, object]:
+        return {"rule": rule, "quantity": quantity, "seconds": seconds, "n": n, "d": d, "repeats": 3, "threads": 1,
+                "load_1min": 1.0, "machine": "test", "date": date, "note": note, "speed_probe_seconds": probe}
+
+    resamples = "10000 permutations, 2000 resamples"
+    rows = [row("embed", "example", 0.01, 256, 384, note="embedding_throughput.py record"),
+            row("embed", "example", 0.04, 256, 768, note="embedding_throughput.py record"),
+            row("embed", "load", 2.0, d=384), row("embed", "example", 0.005, 512, 384),
+            row("figure_layer_trend", "startup", 1.0), row("provenance", "startup", 0.2),
+            row("correlate", "cell", 99.0, 5, note=resamples, probe=0.05, date="2030-01-01"),
+            row("correlate", "cell", 0.1 * 0.5**2, 5, note=resamples, probe=0.05),
+            row("correlate", "cell", 0.1 * 2.0**2, 20, note=resamples, probe=0.05),
+            row("figure_layer_trend", "work", 9.0, 1, note="measure-work: run 'old'", probe=0.1),
+            row("figure_layer_trend", "work", 3.0, 1, note="measure-work: run 'reviews'", probe=0.1),
+            row("provenance", "work", 0.7, 1, note="measure-work: run 'reviews'")]
+    jobs = fitted_job_costs(write_rows(tmp_path / "jobs.csv", JOB_FIELDS, rows), speed=0.05)
+    # at the reference speed (probe 0.05): as measured
+    assert jobs["correlation"] == {"k": [5, 20], "seconds": [0.025, 0.4], "resamples": [10000, 2000]}
+    assert jobs["work"] == {"figure_layer_trend": 1.5, "provenance": 0.7}
+    assert jobs["work_reference"] == ["run 'reviews'"]
+    assert jobs["embed_d_exponent"] == 2.0 and jobs["embed_example"] == 0.005
+    without_cells = write_rows(tmp_path / "bare.csv", JOB_FIELDS, [r for r in rows if r["quantity"] != "cell"])
+    with pytest.raises(ValueError, match="correlation cells"):
+        fitted_job_costs(without_cells, speed=0.05)

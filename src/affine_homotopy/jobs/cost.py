@@ -25,6 +25,7 @@ measures it per model).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -76,6 +77,11 @@ STAGE_UNITS = {
     # the certified search at its default budget (4 aimed classifiers, 3 steps), scaled to the configured
     # budget by (candidates + steps) / 7
     "d_worst_search": "ordered pair",
+    # the extrinsic stages of an exact pair: its map fits the target to the float floor, so every certified
+    # interval closes at its first LP (a full-rank pair's took 20 to 80 times as long on the demo)
+    "d_psi_exact": "exact ordered pair",
+    "d_worst_exact": "random classifier of an exact ordered pair",
+    "d_worst_search_exact": "exact ordered pair",
 }
 COEFFICIENTS_FILE = "cost_coefficients.json"
 # the stages whose solver takes the working-set path at large N, and the stage that prices that path
@@ -113,6 +119,12 @@ def stage_costs() -> Mapping[str, StageCost]:
     return MappingProxyType(costs)  # cached: read-only
 
 
+def permutations_drawn(k: int, n_permutations: int) -> int:
+    """Permutations a Mantel test of ``k`` encoders runs: all ``k!`` when fewer than ``n_permutations``
+    (:func:`affine_homotopy.core.stats.full_correlation` enumerates them), else ``n_permutations``."""
+    return min(math.factorial(k), n_permutations) if k < 20 else n_permutations
+
+
 @dataclass(frozen=True)
 class JobCosts:
     """What every job costs besides its pairwise stages (``jobs`` of ``cost_coefficients.json``).
@@ -121,16 +133,42 @@ class JobCosts:
     Snakemake's script preamble and the rule's script's imports), the same for every job of a rule.
     The embed rule's work: loading the model (``embed_load``, per job) and the forward pass,
     ``embed_example`` CPU seconds per example at D_REF, times ``(D / D_REF) ** embed_d_exponent``.
+    The correlate rule's work: one correlation per (task, layer, intrinsic measure, extrinsic measure),
+    each costing ``correlation_seconds[i]`` at ``correlation_k[i]`` encoders and the permutations and
+    resamples ``correlation_resamples`` (the schema's defaults), interpolated in log K and log seconds
+    (the end segments extended beyond), times the ratio of the resamples drawn
+    (:meth:`correlation_cell_seconds`). ``work``: rule -> CPU
+    seconds of one job's work for the rules whose work the config does not size (tables, figures, data
+    preparation, derived copies, provenance), measured on a reference run; a rule missing there costs
+    its start-up only.
     """
 
     startup: Mapping[str, float]
     embed_load: float
     embed_example: float
     embed_d_exponent: float
+    work: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    correlation_k: tuple[int, ...] = ()
+    correlation_seconds: tuple[float, ...] = ()
+    correlation_resamples: tuple[int, int] = (10_000, 2_000)
 
     def embed_seconds(self, n: int, width: int) -> float:
         """One embed job's work: the model's load and ``n`` examples at width ``width``."""
         return self.embed_load + n * self.embed_example * (width / D_REF) ** self.embed_d_exponent
+
+    def correlation_cell_seconds(self, k: int, n_permutations: int, n_bootstrap: int) -> float:
+        """One Table 1 correlation of ``k`` encoders: its Mantel permutations and bootstrap resamples,
+        each costing alike (a correlation of the K (K - 1) off-diagonal values)."""
+        if len(self.correlation_k) < 2:
+            raise ValueError("the correlation cost needs measurements at two or more K (jobs.correlation)")
+        measured_permutations, measured_bootstrap = self.correlation_resamples
+        drawn = permutations_drawn(k, n_permutations) + n_bootstrap
+        reference = permutations_drawn(k, measured_permutations) + measured_bootstrap
+        log_k, log_seconds = np.log(self.correlation_k), np.log(self.correlation_seconds)
+        at = int(np.clip(np.searchsorted(log_k, math.log(k)), 1, len(log_k) - 1))  # the segment holding k, or an end
+        slope = (log_seconds[at] - log_seconds[at - 1]) / (log_k[at] - log_k[at - 1])
+        seconds = math.exp(log_seconds[at - 1] + slope * (math.log(k) - log_k[at - 1]))
+        return seconds * drawn / reference
 
 
 @functools.cache
@@ -141,8 +179,16 @@ def job_costs() -> JobCosts:
         raise ValueError(f"{COEFFICIENTS_FILE} has no per-job costs (jobs): measure and refit them "
                          "(python -m benchmarks.cost_model measure-jobs, then fit)")
     jobs = document["jobs"]
+    if "work" not in jobs or "correlation" not in jobs:
+        raise ValueError(f"{COEFFICIENTS_FILE} lacks the work of the unsized rules (jobs.work) or of the correlations "
+                         "(jobs.correlation): measure and refit them (python -m benchmarks.cost_model measure-work "
+                         "RUN and measure-jobs, then fit)")
+    correlation = jobs["correlation"]
     return JobCosts(MappingProxyType({rule: float(s) for rule, s in jobs["startup"].items()}),
-                    float(jobs["embed_load"]), float(jobs["embed_example"]), float(jobs["embed_d_exponent"]))
+                    float(jobs["embed_load"]), float(jobs["embed_example"]), float(jobs["embed_d_exponent"]),
+                    MappingProxyType({rule: float(s) for rule, s in jobs["work"].items()}),
+                    tuple(int(k) for k in correlation["k"]), tuple(float(t) for t in correlation["seconds"]),
+                    (int(correlation["resamples"][0]), int(correlation["resamples"][1])))
 
 
 def speed_reference() -> float | None:
@@ -181,6 +227,7 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
 # the stages of the intrinsic rule (at every configured layer); the probe and extrinsic stages run at
 # the extrinsic layers (extrinsic.layers), the factorisation in both all-pairs rules
 INTRINSIC_RULE_STAGES = ("d_aff", "d_aff_exact", "d_lin", "baselines")
+EXTRINSIC_RULE_STAGES = ("d_psi", "d_worst", "d_worst_search", "d_psi_exact", "d_worst_exact", "d_worst_search_exact")
 # the settings the coefficients were measured under; other settings scale the stages linearly
 MEASURED_SETTINGS = {"l2_grid": 4, "max_iter": 500, "epochs": 20, "learning_rates": 4, "search_work": 7}
 
@@ -232,7 +279,8 @@ def project(
     SVD-truncated copy's rank: :func:`affine_homotopy.jobs.resources.effective_widths`), each ordered
     pair costed at :func:`pair_widths`; ``exact_pairs``: ordered pairs whose target is an affine image of
     the source by construction (:func:`affine_homotopy.jobs.resources.affine_pairs`), whose d_aff costs
-    the ``d_aff_exact`` stage; the extrinsic stages cost every pair alike. ``rank_deficiency_grid``:
+    the ``d_aff_exact`` stage, and whose extrinsic stages cost ``d_psi_exact``, ``d_worst_exact`` and
+    ``d_worst_search_exact``. ``rank_deficiency_grid``:
     (rank per truncated copy, its exact pairs), which replaces ``rank_deficiency_copies`` copies at
     the largest width. Only the measures selected are counted: ``intrinsic.measures`` (``d_lin`` and the
     baselines are stages of their own) and ``extrinsic.measures`` (``d_worst`` with its random-label
@@ -274,6 +322,12 @@ def project(
         def over_pairs(stage: str) -> float:
             return sum(costs[solver_stage(stage, n, w)].seconds(n, w) for w in by_pair.values())
 
+        def inexact(stage: str) -> float:
+            return sum(costs[stage].seconds(n, w) for pair, w in by_pair.items() if pair not in exact)
+
+        def exact_only(stage: str) -> float:
+            return sum(costs[stage].seconds(n, by_pair[pair]) for pair in exact)
+
         per_layer = {
             "factorise": 2 * sum(costs["factorise"].seconds(n, d) for d in widths.values()),  # both rules
             "d_aff": sum(costs[solver_stage("d_aff", n, w)].seconds(n, w) for pair, w in by_pair.items()
@@ -283,15 +337,17 @@ def project(
             "baselines": baselines * over_pairs("baselines"),
             "task_probe": task_probe_scale * sum(costs["task_probe"].seconds(n, d) for d in widths.values()),
             "random_probe": random_scale * n_random * sum(costs["random_probe"].seconds(n, d) for d in widths.values()),
-            "d_psi": over_pairs("d_psi"),
-            "d_worst": worst * n_random * over_pairs("d_worst"),
-            "d_worst_search": searched * search_scale * over_pairs("d_worst_search"),
+            "d_psi": inexact("d_psi"),
+            "d_worst": worst * n_random * inexact("d_worst"),
+            "d_worst_search": searched * search_scale * inexact("d_worst_search"),
+            "d_psi_exact": exact_only("d_psi_exact"),
+            "d_worst_exact": worst * n_random * exact_only("d_worst_exact"),
+            "d_worst_search_exact": searched * search_scale * exact_only("d_worst_search_exact"),
         }
         # the intrinsic rule runs at every configured layer, the probe and extrinsic rules at the extrinsic ones
         intrinsic_part = sum(per_layer[stage] for stage in INTRINSIC_RULE_STAGES) + per_layer["factorise"] / 2
         probe_part = per_layer["task_probe"] + per_layer["random_probe"]
-        extrinsic_part = (per_layer["factorise"] / 2 + per_layer["d_psi"] + per_layer["d_worst"]
-                          + per_layer["d_worst_search"])
+        extrinsic_part = per_layer["factorise"] / 2 + sum(per_layer[stage] for stage in EXTRINSIC_RULE_STAGES)
         for stage, seconds in per_layer.items():
             if stage == "factorise":  # once in each of the two all-pairs rules
                 stages[stage] += (n_layers + extrinsic_layers) * seconds / 2

@@ -256,14 +256,34 @@ def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:
     return {rule: count for rule, count in jobs.items() if count}
 
 
+# the rules whose work job_projection sizes from the config; every other rule's work is a per-job constant
+SIZED_RULES = (*PROJECTED_RULES, "embed", "correlate")
+
+
+def correlation_work(config: Mapping[str, Any]) -> float:
+    """The correlate job's work: Table 1's correlations, one per task, extrinsic layer, intrinsic
+    measure (``analysis.intrinsic_measures``) and extrinsic measure (``extrinsic.measures``), each over
+    the encoders of ``analysis.encoder_group`` (all when null) with the configured permutations and
+    resamples (:meth:`affine_homotopy.jobs.cost.JobCosts.correlation_cell_seconds`)."""
+    from ..core.measures import extrinsic_selection
+    from ..study.validation import extrinsic_layers
+
+    analysis = config["analysis"]
+    k = len(analysis["encoder_group"] or config["encoders"])
+    cells = (len(config["tasks"]) * len(extrinsic_layers(config)) * len(analysis["intrinsic_measures"])
+             * len(extrinsic_selection(config)))
+    return cells * job_costs().correlation_cell_seconds(k, analysis["n_permutations"], analysis["n_bootstrap"])
+
+
 def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
     """Per rule of a validated config: (jobs, projected single-thread CPU seconds of all of them).
 
     A job costs its rule's start-up (:class:`affine_homotopy.jobs.cost.JobCosts`) plus its work: the
-    pairwise stages of :func:`study_projection` (intrinsic, probe, extrinsic, rank_deficiency) and the
-    forward pass of the embed jobs; the other rules' work (tables, figures, data preparation,
-    derived copies) counts as nothing beyond their start-up. A rule without a measured start-up is
-    not projected (NaN)."""
+    pairwise stages of :func:`study_projection` (intrinsic, probe, extrinsic, rank_deficiency), the
+    forward pass of the embed jobs and Table 1's correlations (:func:`correlation_work`); every other
+    rule's work (tables, figures, data preparation, derived copies, provenance) is its per-job
+    constant (``JobCosts.work``), measured on a reference run, or nothing where that run had no such
+    job. A rule without a measured start-up is not projected (NaN)."""
     costs = job_costs()
     projection = study_projection(config)
     encoders = config["encoders"]
@@ -272,11 +292,16 @@ def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
         if rule not in costs.startup:
             out[rule] = (count, math.nan)
             continue
-        work = projection.rules.get(rule, 0.0)
         if rule == "embed":
             work = sum(costs.embed_seconds(task_size(spec, split), encoder_width(name, encoders))
                        for name, encoder in encoders.items() if encoder["source"] not in ("derived", "embeddings")
                        for spec in config["tasks"].values() for split in ("train", "dev"))
+        elif rule == "correlate":
+            work = correlation_work(config)
+        elif rule in SIZED_RULES:
+            work = projection.rules.get(rule, 0.0)
+        else:
+            work = count * costs.work.get(rule, 0.0)
         out[rule] = (count, count * costs.startup[rule] + work)
     return out
 
