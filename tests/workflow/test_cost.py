@@ -240,7 +240,8 @@ def toy_config(method: str = "sgd") -> dict:
 def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) -> None:
     """3 encoders (widths 384, 768, 384), one task of N = 20,000, 2 layer positions, a grid of 4 copies:
     every stage written out from the coefficients, T = a (N / 10,000)^b (D / 384)^c per unit, a pair at
-    the geometric mean of its two widths, d_aff by the solver path the pair takes."""
+    the geometric mean of its two widths (its extrinsic stages at its source's), d_aff by the solver path
+    the pair takes."""
     widths, n, layers, copies = {"e0": 384, "e1": 768, "e2": 384}, 20_000, 2, 4
 
     def t(stage: str, d: int) -> float:
@@ -260,8 +261,10 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
     d_lin = 4 * t("d_lin", mixed) + 2 * t("d_lin_working_set", 384)
     intrinsic = layers * (per_encoder("factorise") + d_aff + d_lin + per_pair("baselines"))
     probe = layers * (task_probe_scale * per_encoder("task_probe") + random_scale * 10 * per_encoder("random_probe"))
-    extrinsic = layers * (per_encoder("factorise") + per_pair("d_psi") + 10 * per_pair("d_worst")
-                          + search_scale * per_pair("d_worst_search"))
+    # the extrinsic stages at the source's width: e1 is the source of two pairs, e0 and e2 of two each
+    per_source = lambda stage: 2 * t(stage, 768) + 4 * t(stage, 384)  # noqa: E731
+    extrinsic = layers * (per_encoder("factorise") + per_source("d_psi") + 10 * per_source("d_worst")
+                          + search_scale * per_source("d_worst_search"))
     rank_deficiency = copies * t("factorise", wide) + copies * (copies - 1) * t("d_aff", wide)
     expected_hours = (intrinsic + probe + extrinsic + rank_deficiency) / 3600
 
