@@ -427,6 +427,51 @@ def test_a_stalled_simplex_is_finished_by_the_interior_point_method(monkeypatch)
     assert result.values.d_psi[0, 1] - result.lower.d_psi[0, 1] <= 1e-3 * result.values.d_psi[0, 1] + 1e-12
 
 
+def test_a_simplex_at_its_iteration_cap_goes_straight_to_the_interior_point_method(monkeypatch) -> None:
+    """One Chebyshev LP (40 rows, 5 columns and a bias, every half-space at one level) under a 1-pivot cap:
+    the simplex runs once, the interior-point method once (no simplex retry from scratch), and its
+    solution is the uncapped simplex's optimum (scipy's HiGHS on the same LP, independently)."""
+    import highspy
+
+    from affine_homotopy.core.extrinsic import binary
+
+    rng = np.random.default_rng(3)
+    design = np.hstack([rng.standard_normal((40, 5)), np.ones((40, 1))])
+    q = expit(rng.standard_normal(40) * 2)
+    target, t = binary.BinaryTarget(q, 1 - q), 0.2
+    rows = np.repeat(np.arange(40), 2)
+    hi_side = np.tile([True, False], 40)
+
+    def solved(cap: int | None) -> tuple[float, int, int]:
+        runs = []
+        run = highspy.Highs.run
+        monkeypatch.setattr(highspy.Highs, "run", lambda self: runs.append(1) or run(self))
+        lp = binary.ChebyshevLP(design, "capped")
+        if cap is not None:
+            lp.solver.setOptionValue("simplex_iteration_limit", cap)
+        lp.add(rows, hi_side, target, t)
+        _, s_value, _ = lp.solve()
+        monkeypatch.setattr(highspy.Highs, "run", run)
+        return s_value, len(runs), lp.fallbacks
+
+    s_capped, runs, fallbacks = solved(1)
+    assert (runs, fallbacks) == (2, 1)
+    s_free, runs_free, fallbacks_free = solved(None)
+    assert (runs_free, fallbacks_free) == (1, 0)
+    # min s subject to lo_n(t) <= [Z_n, 1] w + s, [Z_n, 1] w - s <= hi_n(t), s >= S_FLOOR (binary.ChebyshevLP)
+    lo, hi = target.lo(t), target.hi(t)
+    finite_lo, finite_hi = np.isfinite(lo), np.isfinite(hi)
+    a_ub = np.vstack([np.hstack([-design[finite_lo], -np.ones((finite_lo.sum(), 1))]),
+                      np.hstack([design[finite_hi], -np.ones((finite_hi.sum(), 1))])])
+    b_ub = np.concatenate([-lo[finite_lo], hi[finite_hi]])
+    cost = np.zeros(design.shape[1] + 1)
+    cost[-1] = 1.0
+    bounds = [(None, None)] * design.shape[1] + [(binary.S_FLOOR, None)]
+    reference = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    assert reference.status == 0
+    assert s_capped == pytest.approx(reference.fun, abs=1e-7) and s_free == pytest.approx(reference.fun, abs=1e-7)
+
+
 def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:
     """lam = 2.5: the certified interval contains the optimum for softmax(lam * logits), and Lemma 5.2's
     bound is (lam / 2) ||W||_2 d_aff, computed here with numpy's spectral norm."""

@@ -184,9 +184,11 @@ class ChebyshevLP:
                               ("simplex_strategy", 1), ("threads", 1), ("random_seed", 0),
                               ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
                               ("simplex_dual_edge_weight_strategy", 1),  # devex
-                              # a deterministic cap (a few hundred pivots are typical): past it the LP is
-                              # solved again from scratch, then by the interior-point method (solve)
-                              ("simplex_iteration_limit", 20_000)):
+                              # a deterministic cap: past it the interior-point method solves the LP (solve).
+                              # Typical solves take a few hundred pivots, up to 1,800 at D = 384 and 5,500 at
+                              # 768 on real pairs at N = 2,000, where one interior-point solve of the dense LP
+                              # costs about what 3,000 pivots do (docs/performance.md)
+                              ("simplex_iteration_limit", max(5_000, 8 * (columns + 1)))):
             solver.setOptionValue(option, value)
         if not scaled:
             solver.setOptionValue("simplex_scale_strategy", 0)
@@ -253,9 +255,14 @@ class ChebyshevLP:
         """``(w, s, row duals)``; a status other than optimal is retried from scratch, then by the
         interior-point method with crossover (a degenerate LP can stall the dual simplex: seen on a
         real pair), then a NumericalError naming the problem (this LP is always feasible and bounded
-        by ``S_FLOOR``)."""
+        by ``S_FLOOR``). A simplex that reaches its iteration cap goes to the interior-point method at
+        once: on a 768-wide classifier a stalled warm start stalled again from scratch, 20,000 pivots
+        (about 150 CPU s) each, where the interior-point method took 30 s (docs/performance.md,
+        ``wide_certified_classifier.py``)."""
         status = None
         for attempt in range(3):
+            if attempt == 1 and status == self.highspy.HighsModelStatus.kIterationLimit:
+                continue  # straight to the interior-point method
             if attempt:
                 self.solver.clearSolver()
             if attempt == 2:
