@@ -175,6 +175,24 @@ def staged_pypi_encoder(name: str, config: Path = REPO / "config" / "real_models
     return load_encoder(name, spec, staged=folder)
 
 
+def sst2_training_head_mpnet(glue_dir: Path, count: int, layers: Sequence[int] = (4, 8, 12)) -> np.ndarray:
+    """The first ``count`` SST-2 training sentences (file order, as ``sst2_training_set(...)[:, :count]``)
+    embedded by all-mpnet-base-v2 (``mpnet`` of config/real_models.yaml, mean pooling, D = 768) at
+    ``layers``: (len(layers), count, 768) float32, cached under CACHE_DIR."""
+    path = required_glue_file(glue_dir, "SST-2")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    column = lines[0].split("\t").index("sentence")
+    sentences = [line.split("\t")[column] for line in lines[1:] if line.strip()][:count]
+    key = hashlib.sha256(("\n".join(sentences) + "mpnet" + repr(tuple(layers))).encode()).hexdigest()[:12]
+
+    def embed() -> np.ndarray:
+        from affine_homotopy.models.encoders import embed_texts
+
+        return embed_texts(staged_pypi_encoder("mpnet"), sentences, None, layers=list(layers))
+
+    return cached_array(f"sst2_mpnet_n{count}_{key}.npy", embed)[0]
+
+
 def sst2_training_set_l3(glue_dir: Path) -> np.ndarray:
     """Every SST-2 training sentence embedded by paraphrase-MiniLM-L3-v2 (``minilm_l3`` of
     config/real_models.yaml, mean pooling) at its layers 1-3: (3, N, 384) float32, cached under CACHE_DIR."""

@@ -94,7 +94,7 @@ MEASUREMENTS = HERE / "cost_measurements.csv"
 # speed_probe_seconds: the machine's speed probe when the row was measured (empty: a row of the machine
 # speed_calibration.csv calibrates, the reference machine)
 FIELDS = ["stage", "n", "d", "k", "units", "seconds_per_unit", "unit", "threads", "load_1min", "machine", "date",
-          "fit", "speed_probe_seconds"]
+          "fit", "speed_probe_seconds", "data"]
 COEFFICIENTS = REPO / "src" / "affine_homotopy" / "jobs" / "cost_coefficients.json"
 
 
@@ -303,18 +303,29 @@ def measure_all(args: argparse.Namespace) -> None:
     say(f"embeddings {embedded.shape} ({time.perf_counter() - tick:.0f} s)")
     # K = 3 (6 ordered pairs); at the full 67,349 rows K = 2 (2 pairs) to keep the run short
     runs = [] if args.wide_only else [
-        (n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]]) for n in sizes]
-    runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)]) for n in wide_sizes]
+        (n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]], "")
+        for n in sizes]
+    if args.wide_model == "mpnet" and wide_sizes:  # a real 768-wide encoder: three of its layers
+        from benchmarks.common import sst2_training_head_mpnet
+
+        tick = time.perf_counter()
+        mpnet = sst2_training_head_mpnet(args.glue_dir, max(wide_sizes))
+        say(f"all-mpnet-base-v2 layers 4, 8, 12 of the first {max(wide_sizes)} sentences {mpnet.shape} "
+            f"({time.perf_counter() - tick:.0f} s)")
+        runs += [(n, 768, [mpnet[0], mpnet[1], mpnet[2]], "all-mpnet-base-v2 layers 4, 8, 12") for n in wide_sizes]
+    else:
+        runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)], "")
+                 for n in wide_sizes]
     if not (args.only_extrinsic or args.only_exact or args.wide_only):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
-        runs.append((2000, 384, [embedded[layer] for layer in range(6)]))
-    for n, d, full_reps in runs:
+        runs.append((2000, 384, [embedded[layer] for layer in range(6)], ""))
+    for n, d, full_reps, data in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
         # d_worst's cost per classifier depends on how many classifiers share a block (the working
         # set is shared): the paper's 100 per target up to N = 8,000, 25 beyond (time)
         n_random = args.n_random or (100 if n <= 8000 else 25)
         tick = time.perf_counter()
         probe = speed_probe_seconds()
-        say(f"N = {n}, D = {d}, K = {len(reps)}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
+        say(f"N = {n}, D = {d}, K = {len(reps)}{', ' + data if data else ''}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
             f"load {os.getloadavg()[0]:.2f}, speed probe {probe:.4f} s)")
         search = args.search_sizes is None or n in args.search_sizes
         stages = (measure_solver(reps) if args.only_solver
@@ -324,7 +335,7 @@ def measure_all(args: argparse.Namespace) -> None:
         rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                  "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
                  "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
-                 "fit": "measured", "speed_probe_seconds": f"{probe:.6g}"}
+                 "fit": "measured", "speed_probe_seconds": f"{probe:.6g}", "data": data}
                 for stage, (value, units, unit) in stages.items()]
         append_rows(rows)
         say("    " + ", ".join(f"{stage} {value:.3g} s" for stage, (value, _, _) in stages.items())
@@ -1002,6 +1013,9 @@ def main() -> None:
     add_glue_dir(m, "SST-2/train.tsv")
     m.add_argument("--quick", action="store_true")
     m.add_argument("--only-solver", action="store_true", help="only the factorisation and d_aff (the solver rows)")
+    m.add_argument("--wide-model", choices=["minilm-layers", "mpnet"], default="minilm-layers",
+                   help="the D = 768 encoders: two MiniLM-L6 layers side by side (1+2, 3+4, 5+6), or "
+                        "all-mpnet-base-v2's layers 4, 8 and 12 (a real 768-wide encoder; staged from PyPI)")
     m.add_argument("--only-exact", action="store_true",
                    help="only the extrinsic stages of exact pairs (d_psi_exact, d_worst_exact, d_worst_search_exact)")
     m.add_argument("--only-extrinsic", action="store_true",
