@@ -758,17 +758,25 @@ def measure_jobs(args: argparse.Namespace) -> None:
         "python -m benchmarks.cost_model fit")
 
 
-def measure_work(args: argparse.Namespace) -> None:
-    """The work per job of the rules the config does not size, from a finished reference run's cost records."""
+def finished_run(run: Path, mode: str):
+    """A finished run's benchmark files and cost records (:func:`affine_homotopy.jobs.cost_check.read_run`);
+    its refusal (a folder that is not a finished run, a record of another config) printed as
+    ``mode: ...`` and exit status 2."""
     from affine_homotopy.errors import DataError
     from affine_homotopy.jobs.cost_check import read_run
-    from affine_homotopy.jobs.resources import SIZED_RULES
 
     try:
-        measured = read_run(args.run)
+        return read_run(run)
     except DataError as error:
-        say(f"measure-work: {error}")
+        say(f"{mode}: {error}")
         raise SystemExit(2) from None
+
+
+def measure_work(args: argparse.Namespace) -> None:
+    """The work per job of the rules the config does not size, from a finished reference run's cost records."""
+    from affine_homotopy.jobs.resources import SIZED_RULES
+
+    measured = finished_run(args.run, "measure-work")
     by_rule: dict[str, list] = defaultdict(list)
     for job in measured.jobs:
         by_rule[job.rule].append(job)
@@ -926,15 +934,10 @@ def fitted_speed_reference(calibration: Path = CALIBRATION, measurements: Path =
 
 
 def check(args: argparse.Namespace) -> None:
-    from affine_homotopy.errors import DataError
-    from affine_homotopy.jobs.cost_check import compare, comparison_table, missing_benchmarks, read_run
+    from affine_homotopy.jobs.cost_check import compare, comparison_table, missing_benchmarks
     from affine_homotopy.jobs.resources import job_projection, planned_jobs
 
-    try:
-        measured = read_run(args.run)
-    except DataError as error:
-        say(f"check: {error}")
-        raise SystemExit(2) from None
+    measured = finished_run(args.run, "check")
     planned = planned_jobs(measured.config)
     missing = missing_benchmarks(planned, measured)
     if not measured.jobs:
