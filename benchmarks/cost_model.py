@@ -190,6 +190,30 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
     return out
 
 
+# the stages measure --narrow-ranks records: the certified extrinsic stages of inexact pairs, which the
+# projection prices at the source's rank (an exact pair's close at their first LP at any rank)
+NARROW_STAGES = ("d_psi", "d_worst", "d_worst_search")
+
+
+def narrow_copies(layers: list[np.ndarray], n: int, rank: int) -> list[np.ndarray]:
+    """The first ``n`` rows of each layer projected onto its top ``rank`` directions: the workflow's
+    ``svd_truncate`` (models/derived.py) with the fraction that keeps exactly ``rank``, the rows as both splits."""
+    from affine_homotopy.core.linalg import factorise
+    from affine_homotopy.models.derived import svd_truncate
+
+    copies = []
+    for layer in layers:
+        rows = np.ascontiguousarray(layer[:n])
+        factors = factorise(rows)
+        if rank >= factors.rank:
+            raise ValueError(f"--narrow-ranks {rank}: the layer's rank at N = {n} is {factors.rank}; "
+                             f"choose ranks below it")
+        truncated, _, kept = svd_truncate(rows, rows[:1], rank / factors.rank, factors=factors)
+        assert kept == rank, (kept, rank)
+        copies.append(truncated)
+    return copies
+
+
 def measure_exact_extrinsic(reps: list[np.ndarray], labels: np.ndarray, n_random: int,
                             search: bool = True) -> dict[str, tuple[float, int, str]]:
     """Per-unit CPU seconds of the extrinsic stages on exact pairs (``d_psi_exact``, ``d_worst_exact``,
@@ -302,9 +326,11 @@ def measure_all(args: argparse.Namespace) -> None:
         f"torch {torch.__version__}; data: all-MiniLM-L6-v2 mean-pooled SST-2 training sentences (layers 1-6)")
     say(f"embeddings {embedded.shape} ({time.perf_counter() - tick:.0f} s)")
     # K = 3 (6 ordered pairs); at the full 67,349 rows K = 2 (2 pairs) to keep the run short
-    runs = [] if args.wide_only else [
+    runs = [] if args.wide_only or args.narrow_only else [
         (n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]], "")
         for n in sizes]
+    if args.narrow_only:
+        wide_sizes = []
     if args.wide_model == "mpnet" and wide_sizes:  # a real 768-wide encoder: three of its layers
         from benchmarks.common import sst2_training_head_mpnet
 
@@ -316,8 +342,13 @@ def measure_all(args: argparse.Namespace) -> None:
     else:
         runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)], "")
                  for n in wide_sizes]
-    if not (args.only_extrinsic or args.only_exact or args.wide_only):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
+    if not (args.only_extrinsic or args.only_exact or args.wide_only or args.narrow_only):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
         runs.append((2000, 384, [embedded[layer] for layer in range(6)], ""))
+    for rank in args.narrow_ranks or ():
+        # sources of a lower rank, as the workflow's svd_truncate derives them: the extrinsic LPs have a column
+        # per direction of the source, so these rows give the extrinsic stages their cost below D = 384
+        runs += [(n, rank, narrow_copies([embedded[3], embedded[4], embedded[5]], n, rank),
+                  f"all-MiniLM-L6-v2 layers 4-6, SVD-truncated to rank {rank}") for n in args.narrow_sizes]
     for n, d, full_reps, data in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
         # d_worst's cost per classifier depends on how many classifiers share a block (the working
@@ -328,10 +359,13 @@ def measure_all(args: argparse.Namespace) -> None:
         say(f"N = {n}, D = {d}, K = {len(reps)}{', ' + data if data else ''}, {n_random} random classifiers ({time.strftime('%H:%M:%S')}, "
             f"load {os.getloadavg()[0]:.2f}, speed probe {probe:.4f} s)")
         search = args.search_sizes is None or n in args.search_sizes
-        stages = (measure_solver(reps) if args.only_solver
-                  else measure_exact_extrinsic(reps, labels_all[:n], n_random, search) if args.only_exact
-                  else measure_one(reps, labels_all[:n], n_random, args.only_extrinsic,
+        narrow = d < 384
+        stages = (measure_solver(reps) if args.only_solver and not narrow
+                  else measure_exact_extrinsic(reps, labels_all[:n], n_random, search) if args.only_exact and not narrow
+                  else measure_one(reps, labels_all[:n], n_random, args.only_extrinsic or narrow,
                                    search=search))
+        if narrow:  # the stages priced at the source's rank; the probes train on all 384 columns
+            stages = {stage: value for stage, value in stages.items() if stage in NARROW_STAGES}
         rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                  "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
                  "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
@@ -376,7 +410,7 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     (:func:`fitted_speed_reference`; where none is calibrated, the median probe of the rows that carry
     one), or None. A row that carries its machine's probe counts at the reference machine's speed: its
     seconds times the reference probe over its own."""
-    from affine_homotopy.jobs.cost import D_REF, N_REF, WORKING_SET_STAGES, fit_stage, solver_stage
+    from affine_homotopy.jobs.cost import D_REF, N_REF, WORKING_SET_STAGES, fit_stage, fit_width_factors, solver_stage
 
     jobs = JOB_MEASUREMENTS if jobs is None else jobs
     speed = fitted_speed_reference(CALIBRATION if calibration is None else calibration, measurements)
@@ -408,20 +442,24 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
                 seconds *= ratio
             points.append((int(row["n"]), int(row["d"]), seconds))
         seconds_ref, n_exponent, d_exponent, residual = fit_stage(points)
+        d_factors = [[d, significant(factor)] for d, factor in fit_width_factors(points).items()]
         units = {row["unit"] for row in chosen}
         if len(units) != 1:
             raise ValueError(f"{measurements.name}: the {stage} rows name several units {sorted(units)}")
         loads = [float(row["load_1min"]) for row in chosen]
         stages[stage] = {
             "seconds_ref": significant(seconds_ref), "n_exponent": round(n_exponent, 2),
-            "d_exponent": round(d_exponent, 2), "unit": units.pop(), "rms_log_residual": round(residual, 3),
+            "d_exponent": round(d_exponent, 2), "d_factors": d_factors, "unit": units.pop(),
+            "rms_log_residual": round(residual, 3),
             "scaled_by_certified_ratio": any(row["fit"] == "scaled" for row in chosen),
             "n": sorted({int(row["n"]) for row in chosen}), "d": sorted({int(row["d"]) for row in chosen}),
             "dates": sorted({row["date"] for row in chosen}), "load_1min": [min(loads), max(loads)],
         }
     return {
         "about": ("Single-thread CPU seconds per unit of each pairwise stage: seconds = seconds_ref "
-                  "(N / n_ref)^n_exponent (D / d_ref)^d_exponent. Written by `python -m benchmarks.cost_model "
+                  "(N / n_ref)^n_exponent f(D), f(d_ref) = 1, f through each measured width's factor (d_factors: "
+                  "[D, factor], piecewise linear in log D and log cost, the outer slopes beyond), or (D / d_ref)^d_exponent "
+                  "where none is measured. Written by `python -m benchmarks.cost_model "
                   "fit` from benchmarks/cost_measurements.csv and benchmarks/extrinsic_cost_ratios.csv; "
                   "speed_reference (the speed probe of the machine that measured them) from "
                   "benchmarks/speed_calibration.csv; refit instead of editing it (a test compares the two)."),
@@ -442,10 +480,11 @@ def fit(args: argparse.Namespace) -> dict:
     if any(stage["scaled_by_certified_ratio"] for stage in document["stages"].values()):
         say(f"rows of the local extrinsic estimator (fit: scaled) times the certified solver's CPU ratio at their N "
             f"({RATIOS.name})")
-    say("stage            seconds at N=10,000 D=384   N exponent   D exponent   rms log residual   unit")
+    say("stage            seconds at N=10,000 D=384   N exponent   D exponent   rms log residual   width factors        unit")
     for stage, c in document["stages"].items():
+        factors = ", ".join(f"{factor:.3g} at {d}" for d, factor in c["d_factors"]) or "-"
         say(f"{stage:16s} {c['seconds_ref']:12.4g}                {c['n_exponent']:8.2f}     {c['d_exponent']:8.2f}       "
-            f"{c['rms_log_residual']:8.3f}          {c['unit']}")
+            f"{c['rms_log_residual']:8.3f}          {factors:20s} {c['unit']}")
     k_rows = {(r["stage"], int(r["k"])): float(r["seconds_per_unit"]) for r in read_measurements()
               if int(r["n"]) == 2000 and int(r["d"]) == 384 and r["fit"] != "no"}
     if ("d_aff", 6) in k_rows and ("d_aff", 3) in k_rows:
@@ -476,10 +515,10 @@ def measurement_table(measurements: Path = MEASUREMENTS, coefficients: Path = CO
               for r in read_measurements(measurements) if int(r["k"]) in (2, 3) and r["fit"] != "no"}
     columns = sorted({(d, n) for _, n, d in latest})
     head = ["stage (per)", *[f"N = {n:,}" + (f", D = {d}" if d != 384 else "") for d, n in columns],
-            "fit: s at N = 10^4, D = 384; N, D exponents", "rows: dates, load"]
+            "fit: s at N = 10^4, D = 384; N, D exponents; width factors", "rows: dates, load"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for stage, entry in document["stages"].items():
-        fitted = StageCost(entry["seconds_ref"], entry["n_exponent"], entry["d_exponent"], entry["unit"])
+        fitted = StageCost.from_entry(entry)
         cells = []
         for d, n in columns:
             row = latest.get((stage, n, d))
@@ -488,7 +527,8 @@ def measurement_table(measurements: Path = MEASUREMENTS, coefficients: Path = CO
         loads = sorted({float(r["load_1min"]) for (s, _, _), r in latest.items() if s == stage})
         dates = sorted({r["date"] for (s, _, _), r in latest.items() if s == stage})
         lines.append(f"| `{stage}` ({entry['unit']}) | " + " | ".join(cells) +
-                     f" | {entry['seconds_ref']:.3g}; {entry['n_exponent']:.2f}, {entry['d_exponent']:.2f} | "
+                     f" | {entry['seconds_ref']:.3g}; {entry['n_exponent']:.2f}, {entry['d_exponent']:.2f}"
+                     + "".join(f"; x{factor:.3g} at D = {d}" for d, factor in entry.get("d_factors", ())) + " | "
                      f"{', '.join(dates)}; {loads[0]:.2f}-{loads[-1]:.2f} |")
     return "\n".join(lines) + ("\n\n*: K = 2 (two encoders at the full 67,349 rows), outside the fit except for a "
                                "working-set stage.")
@@ -1026,6 +1066,11 @@ def main() -> None:
     m.add_argument("--sizes", type=int, nargs="+", help="these N only (D = 768 at those of 2,000 and 8,000)")
     m.add_argument("--wide-sizes", type=int, nargs="*", help="the N at D = 768 (default: 2,000 and 8,000 among --sizes)")
     m.add_argument("--wide-only", action="store_true", help="only the D = 768 runs (--wide-sizes)")
+    m.add_argument("--narrow-ranks", type=int, nargs="*", default=[],
+                   help="also sources of these ranks below 384 (MiniLM layers 4-6, SVD-truncated as the workflow's "
+                        "svd_truncate derives them): their d_psi, d_worst and search rows")
+    m.add_argument("--narrow-sizes", type=int, nargs="+", default=[2000], help="the N of the --narrow-ranks runs")
+    m.add_argument("--narrow-only", action="store_true", help="only the --narrow-ranks runs")
     m.add_argument("--n-random", type=int, help="random classifiers per target (default: 100 up to N = 8,000, 25 "
                    "beyond; fewer keep the certified d_worst's D = 768 runs short)")
     m.add_argument("--search-sizes", type=int, nargs="+",

@@ -30,11 +30,19 @@ Printed per size (and demo task), one torch thread, CPU seconds by ``time.proces
 
 The machine, thread counts, sizes and the load average (start, each size, end) are printed: on a
 shared machine the absolute seconds move with the load, the ratios measured side by side much less.
+
+``--run results/<run>`` instead reads a finished workflow run: each extrinsic job's phase clocks (the
+last ``phase seconds`` line of ``logs/extrinsic/*.log``, the CPU of each measure over all the job's
+pairs) and prints d_worst_search / d_psi per job, the jobs' own pairs at the run's settings; the goal
+row ``search_ratio`` is the largest.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
+import math
 import os
 import platform
 import sys
@@ -182,6 +190,53 @@ def compare(data, title: str, default: ExtrinsicSettings, large: ExtrinsicSettin
             say(line)
 
 
+def run_phase_seconds(run: Path) -> dict[str, dict[str, float]]:
+    """Each extrinsic job's phase clocks in a finished run: ``{log name: {phase: seconds}}`` from the last
+    ``phase seconds: {...}`` line of ``<run>/logs/extrinsic/<name>.log``; a run without such logs is
+    refused, naming the folder."""
+    folder = Path(run) / "logs" / "extrinsic"
+    clocks = {}
+    for log in sorted(folder.glob("*.log")):
+        lines = [line for line in log.read_text(encoding="utf-8").splitlines() if "phase seconds: {" in line]
+        if lines:
+            clocks[log.stem] = ast.literal_eval(lines[-1].split("phase seconds: ", 1)[1])
+    if not clocks:
+        raise SystemExit(f"{folder}: no extrinsic job log with its phase seconds; name a finished run's results "
+                         f"folder (results/<run_name>)")
+    return clocks
+
+
+def run_search_ratios(run: Path) -> dict[str, float]:
+    """d_worst_search / d_psi CPU per extrinsic job of a finished run (:func:`run_phase_seconds`); jobs
+    without both clocks (a selection without the search) are left out."""
+    return {name: clock["cpu_d_worst_search"] / clock["cpu_d_psi"] for name, clock in run_phase_seconds(run).items()
+            if clock.get("cpu_d_psi", 0) > 0 and "cpu_d_worst_search" in clock}
+
+
+def report_run(run: Path) -> None:
+    from benchmarks.goals import record
+
+    clocks = run_phase_seconds(run)
+    ratios = run_search_ratios(run)
+    if not ratios:
+        raise SystemExit(f"{run}: no extrinsic job ran both d_psi and d_worst_search")
+    say(f"run {run}: {len(clocks)} extrinsic jobs; CPU s of each measure over the job's pairs, one thread a job")
+    say(f"{'job':24s} {'d_psi':>9s} {'d_worst':>9s} {'search':>9s} {'search / d_psi':>15s}")
+    for name, clock in clocks.items():
+        ratio = f"{ratios[name]:14.2f}x" if name in ratios else f"{'-':>15s}"
+        say(f"{name:24s} {clock.get('cpu_d_psi', math.nan):9.1f} {clock.get('cpu_d_worst', math.nan):9.1f} "
+            f"{clock.get('cpu_d_worst_search', math.nan):9.1f} {ratio}")
+    worst = max(ratios, key=ratios.get)
+    say(f"largest: {worst} {ratios[worst]:.2f}x; median {float(np.median(list(ratios.values()))):.2f}x; {load_text()}")
+    provenance = Path(run) / "provenance.json"
+    code = json.loads(provenance.read_text())["code"] if provenance.is_file() else {}
+    revision = f"the run's code {code['commit'][:7]}{'+dirty' if code.get('dirty') else ''}" if code else "unfinished run"
+    record("search_ratio", ratios[worst], "x",
+           f"benchmarks.worst_search_budget --run {run} ({revision}): CPU of d_worst_search / d_psi per extrinsic job "
+           f"(the jobs' phase clocks), {len(ratios)} jobs, {min(ratios.values()):.2f}-{ratios[worst]:.2f}x, "
+           f"largest {worst}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_glue_dir(parser, "SST-2/train.tsv")
@@ -196,7 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo-tasks", nargs="*", default=["sentiment", "paraphrase"])
     parser.add_argument("--demo-layer", default="layer6")
     parser.add_argument("--demo-encoders", nargs="*", default=DEMO_ENCODERS)
+    parser.add_argument("--run", type=Path, help="only read a finished run's extrinsic jobs (module docstring)")
     args = parser.parse_args(argv)
+    if args.run:
+        report_run(args.run)
+        return 0
     torch.set_num_threads(1)
     default = ExtrinsicSettings()
     large = replace(default, search_candidates=args.large[0], search_steps=args.large[1])

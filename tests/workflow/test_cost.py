@@ -215,6 +215,45 @@ def test_stage_cost_formula() -> None:
     assert math.isfinite(cost.seconds(1, 1)) and np.isclose(cost.seconds(N_REF, D_REF), cost.seconds_ref)
 
 
+def test_width_factors_pass_through_each_measured_width_and_extend_with_the_outer_slopes() -> None:
+    factors = ((96, 0.1), (192, 0.4), (768, 16.0))
+    cost = StageCost(2.0, 1.0, 4.0, "ordered pair", factors)
+    for width, factor in (*factors, (D_REF, 1.0)):  # each knot, and 1 at D_REF
+        assert cost.seconds(N_REF, width) == pytest.approx(2.0 * factor)
+    # between two knots the geometric mean at the geometric middle (linear in log D and log cost)
+    assert cost.width_factor(math.sqrt(96 * 192)) == pytest.approx(math.sqrt(0.1 * 0.4))
+    assert cost.width_factor(math.sqrt(192 * D_REF)) == pytest.approx(math.sqrt(0.4))
+    # beyond the outer widths the outer segments' slopes: 0.1 -> 0.4 over a doubling is a slope of 2,
+    # 1 -> 16 over a doubling a slope of 4
+    assert cost.width_factor(48) == pytest.approx(0.1 / 4)
+    assert cost.width_factor(1536) == pytest.approx(16.0 * 16)
+    # one measured width: the power law through it, whatever the d_exponent field says
+    single = StageCost(1.0, 0.0, 0.0, "ordered pair", ((768, 2 ** 1.5),))
+    for width in (100, 300, 500, 1000, 3000):
+        assert single.width_factor(width) == pytest.approx((width / D_REF) ** 1.5)
+    # none: the power d_exponent, 1 everywhere at 0
+    assert StageCost(1.0, 0.0, 1.5, "ordered pair").width_factor(768) == pytest.approx(2 ** 1.5)
+    assert StageCost(1.0, 0.0, 0.0, "ordered pair").width_factor(76) == 1.0
+
+
+def test_fit_recovers_each_widths_factor_at_the_reference_line() -> None:
+    from affine_homotopy.jobs.cost import fit_width_factors
+
+    a, alpha = 3.0, 0.8
+    line = lambda n: a * (n / N_REF) ** alpha  # noqa: E731
+    truth = {96: 0.15, 192: 0.45, 768: 9.0}
+    points = [(n, D_REF, line(n)) for n in (2000, 8000, 20000)]
+    # the narrow widths at N = 2,000 only, the wide one at two other N: each compares with the line at its N
+    points += [(2000, 96, truth[96] * line(2000)), (2000, 192, truth[192] * line(2000)),
+               (5000, 768, truth[768] * line(5000) * 1.1), (12000, 768, truth[768] * line(12000) / 1.1)]
+    factors = fit_width_factors(points)
+    assert factors == pytest.approx(truth, rel=1e-9)  # the geometric mean of 1.1 and 1 / 1.1 is 1
+    seconds, n_exp, d_exp, _ = fit_stage(points)
+    assert (seconds, n_exp) == pytest.approx((a, alpha))
+    assert d_exp == pytest.approx(math.log(9.0) / math.log(2))  # the power toward the widest width
+    assert fit_width_factors([(n, D_REF, line(n)) for n in (2000, 8000)]) == {}
+
+
 def test_start_up_estimate_reports_the_projection(paper_config) -> None:
     from affine_homotopy.jobs.resources import study_estimate
 
@@ -239,13 +278,18 @@ def toy_config(method: str = "sgd") -> dict:
 @pytest.mark.parametrize("method", ["sgd", "lbfgs"])
 def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) -> None:
     """3 encoders (widths 384, 768, 384), one task of N = 20,000, 2 layer positions, a grid of 4 copies:
-    every stage written out from the coefficients, T = a (N / 10,000)^b (D / 384)^c per unit, a pair at
+    every stage written out from the coefficients, T = a (N / 10,000)^b (D / 384)^c per unit (c through the
+    factor measured at D = 768), a pair at
     the geometric mean of its two widths (its extrinsic stages at its source's), d_aff by the solver path
     the pair takes."""
     widths, n, layers, copies = {"e0": 384, "e1": 768, "e2": 384}, 20_000, 2, 4
 
     def t(stage: str, d: int) -> float:
-        a, b, c = STAGE_COSTS[stage].seconds_ref, STAGE_COSTS[stage].n_exponent, STAGE_COSTS[stage].d_exponent
+        a, b = STAGE_COSTS[stage].seconds_ref, STAGE_COSTS[stage].n_exponent
+        # every width here lies in [384, 768]: the power through the factor measured at 768 (d_factors), or
+        # d_exponent's where the stage has none
+        factors = dict(STAGE_COSTS[stage].d_factors)
+        c = math.log(factors[768]) / math.log(2) if 768 in factors else STAGE_COSTS[stage].d_exponent
         return a * 2.0**b * (d / 384) ** c  # N / N_REF = 2
 
     wide = 768  # the grid of copies at the widest encoder

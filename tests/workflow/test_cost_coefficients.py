@@ -41,7 +41,7 @@ def test_the_package_reads_the_file() -> None:
     assert set(costs) == set(on_file) == set(cost.STAGE_UNITS)
     for stage, entry in on_file.items():
         assert costs[stage] == cost.StageCost(entry["seconds_ref"], entry["n_exponent"], entry["d_exponent"],
-                                              entry["unit"]), stage
+                                              entry["unit"], tuple(tuple(pair) for pair in entry["d_factors"])), stage
     with pytest.raises(TypeError):
         costs["d_aff"] = costs["d_psi"]  # the cached mapping is read-only
 

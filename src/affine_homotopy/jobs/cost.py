@@ -2,9 +2,16 @@
 
 Each stage of the pairwise rules costs, per unit of work, ::
 
-    seconds(N, D) = seconds_ref * (N / N_REF) ** n_exponent * (D / D_REF) ** d_exponent
+    seconds(N, D) = seconds_ref * (N / N_REF) ** n_exponent * width_factor(D)
 
-single-thread CPU seconds, ``N`` the fit split's examples and ``D`` the representation width. The
+single-thread CPU seconds, ``N`` the fit split's examples and ``D`` the representation width.
+``width_factor`` is 1 at ``D_REF``. Where a stage was measured at other widths it passes through
+their measured factors (the stage's ``d_factors``), piecewise linear in log D and log cost and
+extended beyond the outer widths with the outer segments' slopes: the certified extrinsic stages do
+not follow one power of the width (on the demo a rank-76 source's pairs cost 0.14 times a 384-wide
+one's, on real GLUE pairs a 768-wide one's about 17 times). A stage measured at ``D_REF`` alone
+costs the same at every width (``d_exponent`` 0). ``d_exponent`` is the power toward the widest
+measured width, the paper's encoders' (768). The
 units are what the rules repeat: an encoder (factorisation, once per job), an ordered pair (d_aff,
 d_lin, the baselines, d_psi, the worst-case search), a classifier of a pair (d_worst), an encoder's
 layer (the task probe) and a random-label classifier of an encoder's layer. How often each unit
@@ -46,15 +53,37 @@ N_REF, D_REF = 10_000, 384
 
 @dataclass(frozen=True)
 class StageCost:
-    """One stage's single-thread CPU seconds per ``unit`` at (N_REF, D_REF) and its growth exponents."""
+    """One stage's single-thread CPU seconds per ``unit`` at (N_REF, D_REF), its growth in N and its
+    cost at other widths relative to D_REF: ``d_factors`` ((width, factor), ...) where measured,
+    else the power ``d_exponent`` (module docstring)."""
 
     seconds_ref: float
     n_exponent: float
     d_exponent: float
     unit: str
+    d_factors: tuple[tuple[int, float], ...] = ()
 
-    def seconds(self, n: int, width: int) -> float:
-        return self.seconds_ref * (n / N_REF) ** self.n_exponent * (width / D_REF) ** self.d_exponent
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> StageCost:
+        """A stage's entry of ``cost_coefficients.json``."""
+        return cls(float(entry["seconds_ref"]), float(entry["n_exponent"]), float(entry["d_exponent"]), entry["unit"],
+                   tuple((int(d), float(f)) for d, f in entry.get("d_factors", ())))
+
+    def seconds(self, n: int, width: float) -> float:
+        return self.seconds_ref * (n / N_REF) ** self.n_exponent * self.width_factor(width)
+
+    def width_factor(self, width: float) -> float:
+        """The cost at ``width`` over the cost at D_REF (module docstring)."""
+        if not self.d_factors:
+            return (width / D_REF) ** self.d_exponent
+        knots = sorted({D_REF: 1.0, **{int(d): float(f) for d, f in self.d_factors}}.items())
+        log_d = np.log([d for d, _ in knots])
+        log_f = np.log([f for _, f in knots])
+        x = math.log(width)
+        # the outer segments' slopes beyond the outer widths; inside, the segment that holds the width
+        segment = int(np.clip(np.searchsorted(log_d, x) - 1, 0, len(knots) - 2))
+        slope = (log_f[segment + 1] - log_f[segment]) / (log_d[segment + 1] - log_d[segment])
+        return float(math.exp(log_f[segment] + slope * (x - log_d[segment])))
 
 
 # the stages project() counts, each with the unit its coefficients are per
@@ -115,8 +144,7 @@ def stage_costs() -> Mapping[str, StageCost]:
         entry = stages[stage]
         if entry["unit"] != unit:
             raise ValueError(f"{COEFFICIENTS_FILE}: {stage} is measured per {entry['unit']!r}, counted per {unit!r}")
-        costs[stage] = StageCost(float(entry["seconds_ref"]), float(entry["n_exponent"]),
-                                 float(entry["d_exponent"]), unit)
+        costs[stage] = StageCost.from_entry(entry)
     return MappingProxyType(costs)  # cached: read-only
 
 
@@ -211,8 +239,9 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
     """``(seconds_ref, n_exponent, d_exponent, rms_log_residual)`` from timings ``(N, D, seconds)``.
 
     The N exponent and ``seconds_ref`` come from a log-log least-squares line through the points at
-    ``D_REF``; the D exponent is the mean of ``log(t / line(N)) / log(D / D_REF)`` over the other
-    points (0 without any). The residual is the RMS of the line's log residuals."""
+    ``D_REF``; the D exponent is the mean of ``log(t / line(N)) / log(D / D_REF)`` over the points at
+    the widest width (0 with none but D_REF's; :func:`fit_width_factors` gives every width's). The
+    residual is the RMS of the line's log residuals."""
     base = [(n, t) for n, d, t in points if d == D_REF and t > 0]
     if len({n for n, _ in base}) < 2:
         raise ValueError(f"fitting a stage needs timings at two or more N at D = {D_REF}; got {list(points)}")
@@ -220,9 +249,22 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
     y = np.log([t for _, t in base])
     alpha, log_a = np.polyfit(x, y, 1)
     residual = float(np.sqrt(np.mean((y - (alpha * x + log_a)) ** 2)))
-    wide = [(n, d, t) for n, d, t in points if d != D_REF and t > 0]
+    widest = max((d for _, d, t in points if t > 0), default=D_REF)
+    wide = [(n, d, t) for n, d, t in points if d == widest != D_REF and t > 0]
     betas = [(math.log(t) - (log_a + alpha * math.log(n / N_REF))) / math.log(d / D_REF) for n, d, t in wide]
     return float(math.exp(log_a)), float(alpha), float(np.mean(betas)) if betas else 0.0, residual
+
+
+def fit_width_factors(points: Sequence[tuple[int, int, float]]) -> dict[int, float]:
+    """Each measured width's cost relative to D_REF (``d_factors``): the geometric mean over its points
+    of ``t / line(N)``, the line :func:`fit_stage` fits at D_REF, so that a width measured at other N
+    than D_REF's compares at the same N."""
+    seconds_ref, alpha, _, _ = fit_stage(points)
+    logs: dict[int, list[float]] = {}
+    for n, d, t in points:
+        if d != D_REF and t > 0:
+            logs.setdefault(int(d), []).append(math.log(t / (seconds_ref * (n / N_REF) ** alpha)))
+    return {d: float(math.exp(np.mean(values))) for d, values in sorted(logs.items())}
 
 
 # the stages of the intrinsic rule (at every configured layer); the probe and extrinsic stages run at
