@@ -250,7 +250,12 @@ def test_fit_recovers_each_widths_factor_at_the_reference_line() -> None:
     assert factors == pytest.approx(truth, rel=1e-9)  # the geometric mean of 1.1 and 1 / 1.1 is 1
     seconds, n_exp, d_exp, _ = fit_stage(points)
     assert (seconds, n_exp) == pytest.approx((a, alpha))
-    assert d_exp == pytest.approx(math.log(9.0) / math.log(2))  # the power toward the widest width
+    assert d_exp == pytest.approx(math.log(9.0) / math.log(2))  # the power just above D_REF
+    # narrow widths only: the power of the segment below D_REF, which the projection extends above it
+    narrow = points[:5]
+    assert fit_stage(narrow)[2] == pytest.approx(math.log(0.45) / math.log(192 / D_REF))
+    assert StageCost(a, alpha, 0.0, "ordered pair", tuple(fit_width_factors(narrow).items())).width_factor(768) == \
+        pytest.approx(2 ** (math.log(0.45) / math.log(192 / D_REF)))
     assert fit_width_factors([(n, D_REF, line(n)) for n in (2000, 8000)]) == {}
 
 

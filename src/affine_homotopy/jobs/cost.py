@@ -10,8 +10,8 @@ their measured factors (the stage's ``d_factors``), piecewise linear in log D an
 extended beyond the outer widths with the outer segments' slopes: the certified extrinsic stages do
 not follow one power of the width (on the demo a rank-76 source's pairs cost 0.14 times a 384-wide
 one's, on real GLUE pairs a 768-wide one's about 17 times). A stage measured at ``D_REF`` alone
-costs the same at every width (``d_exponent`` 0). ``d_exponent`` is the power toward the widest
-measured width, the paper's encoders' (768). The
+costs the same at every width (``d_exponent`` 0). ``d_exponent`` is the power with which the cost
+grows just above D_REF, toward the paper's encoders' 768 (:func:`fit_stage`). The
 units are what the rules repeat: an encoder (factorisation, once per job), an ordered pair (d_aff,
 d_lin, the baselines, d_psi, the worst-case search), a classifier of a pair (d_worst), an encoder's
 layer (the task probe) and a random-label classifier of an encoder's layer. How often each unit
@@ -239,9 +239,10 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
     """``(seconds_ref, n_exponent, d_exponent, rms_log_residual)`` from timings ``(N, D, seconds)``.
 
     The N exponent and ``seconds_ref`` come from a log-log least-squares line through the points at
-    ``D_REF``; the D exponent is the mean of ``log(t / line(N)) / log(D / D_REF)`` over the points at
-    the widest width (0 with none but D_REF's; :func:`fit_width_factors` gives every width's). The
-    residual is the RMS of the line's log residuals."""
+    ``D_REF``; the D exponent, the power with which the cost grows just above D_REF, is the mean of
+    ``log(t / line(N)) / log(D / D_REF)`` over the points at the nearest width above D_REF, or where
+    none is measured the nearest below (0 with none but D_REF's; :func:`fit_width_factors` gives every
+    width's factor). The residual is the RMS of the line's log residuals."""
     base = [(n, t) for n, d, t in points if d == D_REF and t > 0]
     if len({n for n, _ in base}) < 2:
         raise ValueError(f"fitting a stage needs timings at two or more N at D = {D_REF}; got {list(points)}")
@@ -249,8 +250,10 @@ def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, f
     y = np.log([t for _, t in base])
     alpha, log_a = np.polyfit(x, y, 1)
     residual = float(np.sqrt(np.mean((y - (alpha * x + log_a)) ** 2)))
-    widest = max((d for _, d, t in points if t > 0), default=D_REF)
-    wide = [(n, d, t) for n, d, t in points if d == widest != D_REF and t > 0]
+    widths = {d for _, d, t in points if t > 0 and d != D_REF}
+    above = [d for d in widths if d > D_REF]
+    nearest = min(above) if above else max(widths, default=D_REF)  # the segment the projection takes above D_REF
+    wide = [(n, d, t) for n, d, t in points if d == nearest != D_REF and t > 0]
     betas = [(math.log(t) - (log_a + alpha * math.log(n / N_REF))) / math.log(d / D_REF) for n, d, t in wide]
     return float(math.exp(log_a)), float(alpha), float(np.mean(betas)) if betas else 0.0, residual
 
