@@ -186,3 +186,25 @@ def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_re
     without_cells = write_rows(tmp_path / "bare.csv", JOB_FIELDS, [r for r in rows if r["quantity"] != "cell"])
     with pytest.raises(ValueError, match="correlation cells"):
         fitted_job_costs(without_cells, speed=0.05)
+
+
+def test_the_narrow_rows_sources_are_the_workflows_truncations_at_exactly_that_rank() -> None:
+    """measure --narrow-ranks: each layer's rows projected onto the top `rank` principal directions of the
+    centred rows (checked by numpy's SVD), as models/derived.py's svd_truncate derives an encoder."""
+    import numpy as np
+
+    from benchmarks.cost_model import narrow_copies
+
+    rng = np.random.default_rng(0)
+    layers = [rng.standard_normal((300, 40)) @ rng.standard_normal((40, 40)) + 3.0 for _ in range(2)]
+    copies = narrow_copies(layers, 200, 7)
+    for layer, copy in zip(layers, copies):
+        rows = layer[:200]
+        mean = rows.mean(axis=0)
+        _, _, vt = np.linalg.svd(rows - mean, full_matrices=False)
+        expected = mean + (rows - mean) @ vt[:7].T @ vt[:7]
+        assert copy.shape == rows.shape
+        np.testing.assert_allclose(copy, expected, atol=1e-8)
+        assert np.linalg.matrix_rank(copy - copy.mean(axis=0), tol=1e-8) == 7
+    with pytest.raises(ValueError, match="--narrow-ranks 40"):
+        narrow_copies(layers, 200, 40)
