@@ -78,6 +78,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -349,6 +350,7 @@ def measure_all(args: argparse.Namespace) -> None:
         # per direction of the source, so these rows give the extrinsic stages their cost below D = 384
         runs += [(n, rank, narrow_copies([embedded[3], embedded[4], embedded[5]], n, rank),
                   f"all-MiniLM-L6-v2 layers 4-6, SVD-truncated to rank {rank}") for n in args.narrow_sizes]
+    measured, probes = [], []
     for n, d, full_reps, data in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
         # d_worst's cost per classifier depends on how many classifiers share a block (the working
@@ -366,15 +368,21 @@ def measure_all(args: argparse.Namespace) -> None:
                                    search=search))
         if narrow:  # the stages priced at the source's rank; the probes train on all 384 columns
             stages = {stage: value for stage, value in stages.items() if stage in NARROW_STAGES}
-        rows = [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
-                 "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
-                 "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
-                 "fit": "measured", "speed_probe_seconds": f"{probe:.6g}", "data": data}
-                for stage, (value, units, unit) in stages.items()]
-        append_rows(rows)
+        probes.append(probe)
+        measured += [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
+                      "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
+                      "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
+                      "fit": "measured", "data": data}
+                     for stage, (value, units, unit) in stages.items()]
         say("    " + ", ".join(f"{stage} {value:.3g} s" for stage, (value, _, _) in stages.items())
             + f"  [{time.perf_counter() - tick:.0f} s]")
-    say(f"appended to {MEASUREMENTS.relative_to(REPO)}; now run: python -m benchmarks.cost_model fit")
+    # every row of one run carries the run's median probe: the fit scales rows by their probe, and a probe
+    # taken while another process shares the core moves by up to 2x (0.030-0.070 s in one run on the
+    # 2-core machine), which would turn ratios measured side by side into ratios of two probes
+    probe = statistics.median(probes) if probes else math.nan
+    append_rows([{**row, "speed_probe_seconds": f"{probe:.6g}"} for row in measured])
+    say(f"appended {len(measured)} rows to {MEASUREMENTS.relative_to(REPO)} with the run's median speed probe "
+        f"{probe:.4f} s (of {', '.join(f'{value:.4f}' for value in probes)}); now run: python -m benchmarks.cost_model fit")
 
 
 # ---------------------------------------------------------------------------------------------
