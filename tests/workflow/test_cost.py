@@ -291,10 +291,12 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
 
     def t(stage: str, d: int) -> float:
         a, b = STAGE_COSTS[stage].seconds_ref, STAGE_COSTS[stage].n_exponent
-        # every width here lies in [384, 768]: the power through the factor measured at 768 (d_factors), or
-        # d_exponent's where the stage has none
+        # every width here lies in [384, 768]: the power through the factor measured at 768 (d_factors), else
+        # the power of the segment from the widest measured width below 384, else d_exponent's
         factors = dict(STAGE_COSTS[stage].d_factors)
-        c = math.log(factors[768]) / math.log(2) if 768 in factors else STAGE_COSTS[stage].d_exponent
+        below = max((w for w in factors if w < 384), default=None)
+        c = (math.log(factors[768]) / math.log(2) if 768 in factors
+             else math.log(factors[below]) / math.log(below / 384) if below else STAGE_COSTS[stage].d_exponent)
         return a * 2.0**b * (d / 384) ** c  # N / N_REF = 2
 
     wide = 768  # the grid of copies at the widest encoder
