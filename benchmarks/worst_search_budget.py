@@ -232,7 +232,8 @@ def report_run(run: Path) -> None:
     code = json.loads(provenance.read_text())["code"] if provenance.is_file() else {}
     revision = f"the run's code {code['commit'][:7]}{'+dirty' if code.get('dirty') else ''}" if code else "unfinished run"
     record("search_ratio", ratios[worst], "x",
-           f"benchmarks.worst_search_budget --run {run} ({revision}): CPU of d_worst_search / d_psi per extrinsic job "
+           f"benchmarks.worst_search_budget --run results/{Path(run).name} ({revision}): CPU of d_worst_search / d_psi "
+           f"per extrinsic job "
            f"(the jobs' phase clocks), {len(ratios)} jobs, {min(ratios.values()):.2f}-{ratios[worst]:.2f}x, "
            f"largest {worst}")
 
