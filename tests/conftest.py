@@ -139,7 +139,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def dry_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
     """``dry_run(*args)``: the output of ``snakemake -n *args`` in a working directory laid out like a clone
     (config/ beside it), run once per session however many tests read it (the paper's plan takes a
-    Snakemake start and some 600 jobs' DAG each time)."""
+    Snakemake start and some 400 jobs' DAG each time)."""
     workdir = tmp_path_factory.mktemp("dry_runs")
     shutil.copytree(REPO / "config", workdir / "config")
     outputs: dict[tuple[str, ...], str] = {}

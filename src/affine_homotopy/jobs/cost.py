@@ -182,7 +182,7 @@ class JobCosts:
     correlation_resamples: tuple[int, int] = (10_000, 2_000)
 
     def embed_seconds(self, n: int, width: int) -> float:
-        """One embed job's work: the model's load and ``n`` examples at width ``width``."""
+        """One embed job's work: the model's load and ``n`` examples (both splits of its task) at width ``width``."""
         return self.embed_load + n * self.embed_example * (width / D_REF) ** self.embed_d_exponent
 
     def correlation_cell_seconds(self, k: int, n_permutations: int, n_bootstrap: int) -> float:

@@ -178,6 +178,8 @@ def projected_runtime(config: Mapping[str, Any], rule: str, widths: Mapping[str,
 
 
 def embed_resources(n: int, width: int, n_layers: int, attempt: int = 1) -> dict[str, int]:
+    """Memory, run time and disk of a job that embeds ``n`` examples (an embed job: both splits of a task)
+    at ``width`` and ``n_layers`` layers."""
     array_mb = n * width * n_layers * 4 / MB
     return {
         "mem_mb": _scaled(3000 + 4 * DEFAULT_PARAMETERS / MB + 2 * array_mb, attempt),
@@ -245,7 +247,7 @@ def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:
     layers, outer = len(layer_positions(config["layers"])), len(extrinsic_layers(config))
     dynamics = bool(training_dynamics_members(family_members(config.get("encoder_families"))))
     jobs = {
-        "staging_complete": 1, "prepare_task": 2 * tasks, "embed": 2 * models * tasks,
+        "staging_complete": 1, "prepare_task": 2 * tasks, "embed": models * tasks,
         "import_embeddings": sources.count("embeddings") * tasks, "derive": sources.count("derived") * tasks,
         "intrinsic": tasks * layers, "probe": encoders * tasks, "probe_table": tasks * outer, "extrinsic": tasks * outer,
         "extrinsic_summary": 1, "correlate": 1, "paper_comparison": 1, "rank_analysis": 1, "preorder": 1,
@@ -293,9 +295,10 @@ def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
             out[rule] = (count, math.nan)
             continue
         if rule == "embed":
-            work = sum(costs.embed_seconds(task_size(spec, split), encoder_width(name, encoders))
+            # one job per (model encoder, task): one model load, both splits' examples
+            work = sum(costs.embed_seconds(task_size(spec, "train") + task_size(spec, "dev"), encoder_width(name, encoders))
                        for name, encoder in encoders.items() if encoder["source"] not in ("derived", "embeddings")
-                       for spec in config["tasks"].values() for split in ("train", "dev"))
+                       for spec in config["tasks"].values())
         elif rule == "correlate":
             work = correlation_work(config)
         elif rule in SIZED_RULES:
@@ -321,7 +324,7 @@ def study_estimate(config: Mapping[str, Any]) -> dict[str, Any]:
         pair = pairwise_resources(n_train, list(widths.values()), config["intrinsic"]["block_mb"])
         largest = max(largest, pair["mem_mb"])
         for d in widths.values():
-            largest = max(largest, embed_resources(n_train, d, n_layers)["mem_mb"])
+            largest = max(largest, embed_resources(n_train + n_dev, d, n_layers)["mem_mb"])
     return {"embeddings_disk_mb": disk, "largest_job_mem_mb": largest, "projection": study_projection(config)}
 
 
