@@ -5,15 +5,17 @@ rule prepare_task:
     input:
         staged=staged_task_input,
         files=table_task_files,
+    # both splits from one load of the task
     output:
-        table=f"{RESULTS}/data/{{task}}/{{split}}.parquet",
-        meta=f"{RESULTS}/data/{{task}}/{{split}}.json",
-        # the examples' ids, in the table's order (an embeddings file's rows are tied to them)
-        ids=f"{RESULTS}/data/{{task}}/{{split}}_ids.json",
+        **{
+            f"{split}_{kind}": f"{RESULTS}/data/{{task}}/{split}{suffix}"
+            for split in SPLITS
+            for kind, suffix in (("table", ".parquet"), ("meta", ".json"), ("ids", "_ids.json"))
+        },
     log:
-        job_log("prepare_task/{task}_{split}"),
+        job_log("prepare_task/{task}"),
     benchmark:
-        job_benchmark("prepare_task/{task}_{split}")
+        job_benchmark("prepare_task/{task}")
     conda:
         "../envs/embed.yaml"
     resources:

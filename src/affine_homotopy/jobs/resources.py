@@ -247,7 +247,7 @@ def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:
     layers, outer = len(layer_positions(config["layers"])), len(extrinsic_layers(config))
     dynamics = bool(training_dynamics_members(family_members(config.get("encoder_families"))))
     jobs = {
-        "staging_complete": 1, "prepare_task": 2 * tasks, "embed": models * tasks,
+        "staging_complete": 1, "prepare_task": tasks, "embed": models * tasks,
         "import_embeddings": sources.count("embeddings") * tasks, "derive": sources.count("derived") * tasks,
         "intrinsic": tasks * layers, "probe": encoders * tasks, "probe_table": tasks * outer, "extrinsic": tasks * outer,
         "extrinsic_summary": 1, "correlate": 1, "paper_comparison": 1, "rank_analysis": 1, "preorder": 1,
