@@ -48,7 +48,8 @@ interpreter running Snakemake's script preamble imports and the module-level imp
 script, the median of ``--repeats``), and for the embed rule all-MiniLM-L6-v2's load (transformers
 included) and its forward pass per example over SST-2 training sentences (max_length 128, batch 64,
 one thread, in a fresh interpreter), and one Table 1 correlation (Mantel permutations and bootstrap at
-the schema's defaults) of K = 4, 7, 12 and 27 encoders (``--only-correlation``: these alone).
+the schema's defaults) of K = 4, 7, 12 and 27 encoders with a correlate job's one-off cost of its first
+correlation (``--only-correlation``: these alone).
 ``measure-work RUN`` records, for every rule whose work the config does not size (tables, figures,
 data preparation, derived copies, provenance), the median work of its jobs in a finished reference run
 (their cost records: CPU less start-up), with the jobs' speed probe; the reference is
@@ -504,7 +505,8 @@ def fit(args: argparse.Namespace) -> dict:
         f"{jobs['embed_example'] * 1000:.2f} ms per example at D = 384, D exponent {jobs['embed_d_exponent']}")
     correlation, work = jobs["correlation"], jobs["work"]
     say("correlate: one correlation " + ", ".join(f"{seconds:.3g} CPU s at K = {k}" for k, seconds in
-                                                  zip(correlation["k"], correlation["seconds"])))
+                                                  zip(correlation["k"], correlation["seconds"]))
+        + f"; a job's first correlation {correlation['first_call']:.3g} CPU s more")
     say(f"work per job of {len(work)} unsized rules: "
         + (f"{min(work.values()):.2f}-{max(work.values()):.2f} CPU s ({'; '.join(jobs['work_reference'])})" if work
            else "none measured (python -m benchmarks.cost_model measure-work RUN, then fit)"))
@@ -731,6 +733,44 @@ def schema_resamples() -> tuple[int, int]:
     return int(analysis["n_permutations"]["default"]), int(analysis["n_bootstrap"]["default"])
 
 
+# A correlate job's first correlation in a fresh interpreter that has imported what the job's script
+# imports (core.stats), against its second: the one-off cost (scipy.stats, imported at the first use)
+FIRST_CALL = """
+import time
+import numpy as np, pandas as pd
+from threadpoolctl import threadpool_limits
+from affine_homotopy.core import stats
+rng = np.random.default_rng(4)
+names = ["e0", "e1", "e2", "e3"]
+x = np.abs(rng.standard_normal((4, 4)))
+y = x + 0.3 * np.abs(rng.standard_normal((4, 4)))
+np.fill_diagonal(x, 0.0)
+np.fill_diagonal(y, 0.0)
+x, y = pd.DataFrame(x, names, names), pd.DataFrame(y, names, names)
+seconds = []
+with threadpool_limits(limits=1):
+    for _ in range(2):
+        started = time.process_time()
+        stats.full_correlation(x, y, None, {n_permutations}, {n_bootstrap}, 0, 0.95)
+        seconds.append(time.process_time() - started)
+print(seconds[0] - seconds[1])
+"""
+
+
+def correlation_first_call_seconds(repeats: int) -> float:
+    """The median over ``repeats`` fresh interpreters of FIRST_CALL: a correlate job's one-off cost."""
+    import statistics
+    import subprocess
+    import sys
+
+    n_permutations, n_bootstrap = schema_resamples()
+    code = FIRST_CALL.format(n_permutations=n_permutations, n_bootstrap=n_bootstrap)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    return statistics.median(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                  env=env, check=True, timeout=600).stdout.split()[-1])
+                             for _ in range(repeats))
+
+
 def correlation_cell_rows(repeats: int, stamp: dict[str, object]) -> list[dict[str, object]]:
     """One Table 1 correlation (:func:`affine_homotopy.core.stats.full_correlation`: Pearson and Spearman,
     Mantel permutations, bootstrap over encoders) of K encoders at the schema's resamples, in this process
@@ -767,6 +807,13 @@ def correlation_cell_rows(repeats: int, stamp: dict[str, object]) -> list[dict[s
                          "speed_probe_seconds": f"{probe:.6g}"})
             say(f"    one correlation of K = {k:2d} encoders: {seconds:.4f} CPU s ({n_permutations} permutations, "
                 f"{n_bootstrap} resamples; speed probe {probe:.4f} s)")
+    first = correlation_first_call_seconds(repeats)
+    rows.append({"rule": "correlate", "quantity": "first_call", "seconds": f"{first:.4g}", "n": 4, "d": "",
+                 "repeats": repeats, "load_1min": f"{os.getloadavg()[0]:.2f}", **stamp,
+                 "note": "a fresh interpreter's first correlation less its second",
+                 "speed_probe_seconds": f"{probe:.6g}"})
+    say(f"    a job's first correlation beyond a warm one (scipy.stats imported at its first use): {first:.3f} CPU s "
+        f"(median of {repeats} fresh interpreters)")
     return rows
 
 
@@ -864,7 +911,8 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) 
     ``example`` rows noted as taken from the ``embedding_throughput.py`` record (all-mpnet-base-v2
     against all-MiniLM-L6-v2, CPU seconds per example on SST-2), its value at D = 384 from the latest
     measured row. ``work``: the latest ``work`` row of each rule; ``correlation``: the latest ``cell``
-    row of each K (the package interpolates them in log-log). A row that
+    row of each K (the package interpolates them in log-log) and the latest ``first_call`` row (a
+    correlate job's one-off cost). A row that
     carries its machine's speed probe counts at the reference machine's speed ``speed`` (its seconds
     times ``speed`` over its probe; as measured without ``speed``)."""
     def at_reference(row: dict[str, str]) -> float:
@@ -883,6 +931,10 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) 
     settings = {r["note"] for r in cells.values()}
     if len(settings) != 1:
         raise ValueError(f"{path.name}: the latest correlation cells were measured at several settings {sorted(settings)}")
+    first_calls = [r for r in rows if (r["rule"], r["quantity"]) == ("correlate", "first_call")]
+    if not first_calls:
+        raise ValueError(f"{path.name} lacks a correlate job's first-call cost: run python -m "
+                         "benchmarks.cost_model measure-jobs --only-correlation")
     sizes = sorted(cells)
     resamples = [int(word) for word in settings.pop().replace(",", "").split() if word.isdigit()]
     startup = {rule: significant(float(r["seconds"])) for (rule, quantity, _), r in sorted(latest.items())
@@ -894,7 +946,7 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) 
         raise ValueError(f"{path.name} lacks the start-up rows, the embed load and example rows or the two "
                          "embedding_throughput rows: run python -m benchmarks.cost_model measure-jobs")
     used = [latest[("embed", "load", "384")], measured[-1], *[r for r in rows if r["quantity"] == "startup"],
-            *work_rows.values(), *cells.values()]
+            *work_rows.values(), *cells.values(), first_calls[-1]]
     loads = [float(r["load_1min"]) for r in used]
     return {
         "startup": startup,
@@ -904,7 +956,7 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) 
         "work": {rule: significant(at_reference(row)) for rule, row in sorted(work_rows.items())},
         "work_reference": sorted({row["note"].removeprefix("measure-work: ") for row in work_rows.values()}),
         "correlation": {"k": sizes, "seconds": [significant(at_reference(cells[k])) for k in sizes],
-                        "resamples": resamples},
+                        "resamples": resamples, "first_call": significant(at_reference(first_calls[-1]))},
         "dates": sorted({r["date"] for r in used}), "load_1min": [min(loads), max(loads)],
     }
 

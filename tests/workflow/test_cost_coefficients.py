@@ -156,7 +156,8 @@ def test_a_row_measured_on_another_machine_counts_at_the_reference_machines_spee
 
 
 def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_reference_speed(tmp_path: Path) -> None:
-    """Made-up job rows: correlation cells (one stale row of K = 5 replaced), work rows of a
+    """Made-up job rows: correlation cells (one stale row of K = 5 replaced) and a job's first-call cost
+    (a stale row replaced), work rows of a
     machine twice as slow as the reference (probe 0.1 against 0.05) and one without a probe (the
     reference machine's); the latest work row of a rule counts."""
     from benchmarks.cost_model import JOB_FIELDS, fitted_job_costs
@@ -174,18 +175,25 @@ def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_re
             row("correlate", "cell", 99.0, 5, note=resamples, probe=0.05, date="2030-01-01"),
             row("correlate", "cell", 0.1 * 0.5**2, 5, note=resamples, probe=0.05),
             row("correlate", "cell", 0.1 * 2.0**2, 20, note=resamples, probe=0.05),
+            row("correlate", "first_call", 9.0, 4, probe=0.05, date="2030-01-01"),
+            row("correlate", "first_call", 1.2, 4, probe=0.1),
             row("figure_layer_trend", "work", 9.0, 1, note="measure-work: run 'old'", probe=0.1),
             row("figure_layer_trend", "work", 3.0, 1, note="measure-work: run 'reviews'", probe=0.1),
             row("provenance", "work", 0.7, 1, note="measure-work: run 'reviews'")]
     jobs = fitted_job_costs(write_rows(tmp_path / "jobs.csv", JOB_FIELDS, rows), speed=0.05)
     # at the reference speed (probe 0.05): as measured
-    assert jobs["correlation"] == {"k": [5, 20], "seconds": [0.025, 0.4], "resamples": [10000, 2000]}
+    # the latest first-call row, measured on a machine twice as slow: half its seconds
+    assert jobs["correlation"] == {"k": [5, 20], "seconds": [0.025, 0.4], "resamples": [10000, 2000], "first_call": 0.6}
     assert jobs["work"] == {"figure_layer_trend": 1.5, "provenance": 0.7}
     assert jobs["work_reference"] == ["run 'reviews'"]
     assert jobs["embed_d_exponent"] == 2.0 and jobs["embed_example"] == 0.005
     without_cells = write_rows(tmp_path / "bare.csv", JOB_FIELDS, [r for r in rows if r["quantity"] != "cell"])
     with pytest.raises(ValueError, match="correlation cells"):
         fitted_job_costs(without_cells, speed=0.05)
+    without_first_call = write_rows(tmp_path / "no_first.csv", JOB_FIELDS,
+                                    [r for r in rows if r["quantity"] != "first_call"])
+    with pytest.raises(ValueError, match="first-call cost"):
+        fitted_job_costs(without_first_call, speed=0.05)
 
 
 def test_the_narrow_rows_sources_are_the_workflows_truncations_at_exactly_that_rank() -> None:

@@ -166,7 +166,9 @@ class JobCosts:
     each costing ``correlation_seconds[i]`` at ``correlation_k[i]`` encoders and the permutations and
     resamples ``correlation_resamples`` (the schema's defaults), interpolated in log K and log seconds
     (the end segments extended beyond), times the ratio of the resamples drawn
-    (:meth:`correlation_cell_seconds`). ``work``: rule -> CPU
+    (:meth:`correlation_cell_seconds`), plus once per job ``correlation_first_call``: what its first
+    correlation costs beyond a warm one (importing scipy.stats, which
+    :mod:`affine_homotopy.core.stats` defers to its first use). ``work``: rule -> CPU
     seconds of one job's work for the rules whose work the config does not size (tables, figures, data
     preparation, derived copies, provenance), measured on a reference run; a rule missing there costs
     its start-up only.
@@ -180,6 +182,7 @@ class JobCosts:
     correlation_k: tuple[int, ...] = ()
     correlation_seconds: tuple[float, ...] = ()
     correlation_resamples: tuple[int, int] = (10_000, 2_000)
+    correlation_first_call: float = 0.0
 
     def embed_seconds(self, n: int, width: int) -> float:
         """One embed job's work: the model's load and ``n`` examples (both splits of its task) at width ``width``."""
@@ -208,7 +211,7 @@ def job_costs() -> JobCosts:
         raise ValueError(f"{COEFFICIENTS_FILE} has no per-job costs (jobs): measure and refit them "
                          "(python -m benchmarks.cost_model measure-jobs, then fit)")
     jobs = document["jobs"]
-    if "work" not in jobs or "correlation" not in jobs:
+    if "work" not in jobs or "correlation" not in jobs or "first_call" not in jobs["correlation"]:
         raise ValueError(f"{COEFFICIENTS_FILE} lacks the work of the unsized rules (jobs.work) or of the correlations "
                          "(jobs.correlation): measure and refit them (python -m benchmarks.cost_model measure-work "
                          "RUN and measure-jobs, then fit)")
@@ -217,7 +220,8 @@ def job_costs() -> JobCosts:
                     float(jobs["embed_load"]), float(jobs["embed_example"]), float(jobs["embed_d_exponent"]),
                     MappingProxyType({rule: float(s) for rule, s in jobs["work"].items()}),
                     tuple(int(k) for k in correlation["k"]), tuple(float(t) for t in correlation["seconds"]),
-                    (int(correlation["resamples"][0]), int(correlation["resamples"][1])))
+                    (int(correlation["resamples"][0]), int(correlation["resamples"][1])),
+                    float(correlation["first_call"]))
 
 
 def speed_reference() -> float | None:

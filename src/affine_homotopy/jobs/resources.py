@@ -266,7 +266,8 @@ def correlation_work(config: Mapping[str, Any]) -> float:
     """The correlate job's work: Table 1's correlations, one per task, extrinsic layer, intrinsic
     measure (``analysis.intrinsic_measures``) and extrinsic measure (``extrinsic.measures``), each over
     the encoders of ``analysis.encoder_group`` (all when null) with the configured permutations and
-    resamples (:meth:`affine_homotopy.jobs.cost.JobCosts.correlation_cell_seconds`)."""
+    resamples (:meth:`affine_homotopy.jobs.cost.JobCosts.correlation_cell_seconds`), and the first
+    correlation's one-off cost (``JobCosts.correlation_first_call``)."""
     from ..core.measures import extrinsic_selection
     from ..study.validation import extrinsic_layers
 
@@ -274,7 +275,11 @@ def correlation_work(config: Mapping[str, Any]) -> float:
     k = len(analysis["encoder_group"] or config["encoders"])
     cells = (len(config["tasks"]) * len(extrinsic_layers(config)) * len(analysis["intrinsic_measures"])
              * len(extrinsic_selection(config)))
-    return cells * job_costs().correlation_cell_seconds(k, analysis["n_permutations"], analysis["n_bootstrap"])
+    costs = job_costs()
+    if not cells:
+        return 0.0
+    return costs.correlation_first_call + cells * costs.correlation_cell_seconds(
+        k, analysis["n_permutations"], analysis["n_bootstrap"])
 
 
 def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
@@ -296,7 +301,8 @@ def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
             continue
         if rule == "embed":
             # one job per (model encoder, task): one model load, both splits' examples
-            work = sum(costs.embed_seconds(task_size(spec, "train") + task_size(spec, "dev"), encoder_width(name, encoders))
+            work = sum(costs.embed_seconds(task_size(spec, "train") + task_size(spec, "dev"),
+                                           encoder_width(name, encoders))
                        for name, encoder in encoders.items() if encoder["source"] not in ("derived", "embeddings")
                        for spec in config["tasks"].values())
         elif rule == "correlate":
