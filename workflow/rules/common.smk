@@ -1,4 +1,5 @@
 # Config validation, names, paths and input functions shared by all rule files.
+import functools
 import itertools
 import os
 import re
@@ -290,12 +291,18 @@ def embed_resource(key):
     return estimate
 
 
+@functools.cache
+def all_pairs_runtime(rule, n, attempt):
+    # the same for every job of `rule` on a task of n fit examples (every layer): one projection each
+    return projected_runtime(config, rule, WIDTHS, n, attempt=attempt)
+
+
 def pairwise_resource(key, rule="intrinsic"):
     # one all-pairs job (task, layer) of `rule`; run time from the measured cost model
     def estimate(wildcards, attempt):
         n = TASK_SIZES[(wildcards.task, "train")]
         if key == "runtime":
-            return projected_runtime(config, rule, WIDTHS, n, attempt=attempt)
+            return all_pairs_runtime(rule, n, attempt)
         block = config["intrinsic"]["block_mb"]
         return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt)[key]
 

@@ -76,14 +76,23 @@ class StageCost:
         """The cost at ``width`` over the cost at D_REF (module docstring)."""
         if not self.d_factors:
             return (width / D_REF) ** self.d_exponent
-        knots = sorted({D_REF: 1.0, **{int(d): float(f) for d, f in self.d_factors}}.items())
-        log_d = np.log([d for d, _ in knots])
-        log_f = np.log([f for _, f in knots])
-        x = math.log(width)
-        # the outer segments' slopes beyond the outer widths; inside, the segment that holds the width
-        segment = int(np.clip(np.searchsorted(log_d, x) - 1, 0, len(knots) - 2))
-        slope = (log_f[segment + 1] - log_f[segment]) / (log_d[segment + 1] - log_d[segment])
-        return float(math.exp(log_f[segment] + slope * (x - log_d[segment])))
+        return _interpolated_width_factor(self.d_factors, float(width))
+
+
+# a function of its arguments alone, cached: a study's plan asks it for the same few widths once per pair
+# and job (a paper dry run: some 160,000 calls)
+@functools.lru_cache(maxsize=4096)
+def _interpolated_width_factor(d_factors: tuple[tuple[int, float], ...], width: float) -> float:
+    """The factor at ``width`` through the knots ``d_factors`` and (D_REF, 1), linear in log D and log
+    factor; beyond the outer knots, the outer segments' slopes."""
+    knots = sorted({D_REF: 1.0, **{int(d): float(f) for d, f in d_factors}}.items())
+    log_d = np.log([d for d, _ in knots])
+    log_f = np.log([f for _, f in knots])
+    x = math.log(width)
+    # the outer segments' slopes beyond the outer widths; inside, the segment that holds the width
+    segment = int(np.clip(np.searchsorted(log_d, x) - 1, 0, len(knots) - 2))
+    slope = (log_f[segment + 1] - log_f[segment]) / (log_d[segment + 1] - log_d[segment])
+    return float(math.exp(log_f[segment] + slope * (x - log_d[segment])))
 
 
 # the stages project() counts, each with the unit its coefficients are per
