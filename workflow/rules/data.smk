@@ -5,7 +5,8 @@ rule prepare_task:
     input:
         staged=staged_task_input,
         files=table_task_files,
-    # both splits from one load of the task
+    # both splits from one load of the task; with each split its examples' ids, in the table's order
+    # (an embeddings file's rows are tied to them)
     output:
         **{
             f"{split}_{kind}": f"{RESULTS}/data/{{task}}/{split}{suffix}"

@@ -1,6 +1,7 @@
 """Write both splits of a task, from one load of it, as standard tables (text_a, text_b, label) with a
-fingerprint each, and each split's examples' ids in the table's order (``<split>_ids.json``; their fingerprint ``ids_sha256``, and that of
-both splits' ids, train then dev, ``task_ids_sha256``: an embeddings file without ids is tied to that order).
+fingerprint each, and each split's examples' ids in the table's order (``<split>_ids.json``; their
+fingerprint ``ids_sha256``, and that of both splits' ids, train then dev, ``task_ids_sha256``: an
+embeddings file without ids is tied to that order).
 
 Your own data (``table``, ``hf_dataset``) is checked here too, after the caps (``n_train``, ``n_validation``)
 and before anything is written; its class mapping (``classes``: class id k is the label classes[k]), its

@@ -222,7 +222,7 @@ def job_costs() -> JobCosts:
     jobs = document["jobs"]
     if "work" not in jobs or "correlation" not in jobs or "first_call" not in jobs["correlation"]:
         raise ValueError(f"{COEFFICIENTS_FILE} lacks the work of the unsized rules (jobs.work) or of the correlations "
-                         "(jobs.correlation): measure and refit them (python -m benchmarks.cost_model measure-work "
+                         "(jobs.correlation, with a job's first_call): measure and refit them (python -m benchmarks.cost_model measure-work "
                          "RUN and measure-jobs, then fit)")
     correlation = jobs["correlation"]
     return JobCosts(MappingProxyType({rule: float(s) for rule, s in jobs["startup"].items()}),
