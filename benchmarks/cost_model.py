@@ -757,18 +757,16 @@ print(seconds[0] - seconds[1])
 """
 
 
-def correlation_first_call_seconds(repeats: int) -> float:
-    """The median over ``repeats`` fresh interpreters of FIRST_CALL: a correlate job's one-off cost."""
-    import statistics
+def correlation_first_call_seconds(repeats: int) -> list[float]:
+    """FIRST_CALL in ``repeats`` fresh interpreters, sorted: a correlate job's one-off cost, each time."""
     import subprocess
     import sys
 
     n_permutations, n_bootstrap = schema_resamples()
     code = FIRST_CALL.format(n_permutations=n_permutations, n_bootstrap=n_bootstrap)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    return statistics.median(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                                  env=env, check=True, timeout=600).stdout.split()[-1])
-                             for _ in range(repeats))
+    return sorted(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                       check=True, timeout=600).stdout.split()[-1]) for _ in range(repeats))
 
 
 def correlation_cell_rows(repeats: int, stamp: dict[str, object]) -> list[dict[str, object]]:
@@ -807,13 +805,14 @@ def correlation_cell_rows(repeats: int, stamp: dict[str, object]) -> list[dict[s
                          "speed_probe_seconds": f"{probe:.6g}"})
             say(f"    one correlation of K = {k:2d} encoders: {seconds:.4f} CPU s ({n_permutations} permutations, "
                 f"{n_bootstrap} resamples; speed probe {probe:.4f} s)")
-    first = correlation_first_call_seconds(repeats)
+    measured = correlation_first_call_seconds(repeats)
+    first = float(np.median(measured))
     rows.append({"rule": "correlate", "quantity": "first_call", "seconds": f"{first:.4g}", "n": 4, "d": "",
                  "repeats": repeats, "load_1min": f"{os.getloadavg()[0]:.2f}", **stamp,
                  "note": "a fresh interpreter's first correlation less its second",
                  "speed_probe_seconds": f"{probe:.6g}"})
     say(f"    a job's first correlation beyond a warm one (scipy.stats imported at its first use): {first:.3f} CPU s "
-        f"(median of {repeats} fresh interpreters)")
+        f"(median of {repeats} fresh interpreters; {measured[0]:.3f}-{measured[-1]:.3f})")
     return rows
 
 

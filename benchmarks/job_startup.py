@@ -13,15 +13,12 @@ alternating, the median of ``--repeats``; then the sums weighted by the config's
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import statistics
-import subprocess
-import tarfile
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import REPO, SCHEMA, load_text, say
+from benchmarks.common import REPO, SCHEMA, extract_commit, load_text, say
 
 
 def main() -> None:
@@ -40,10 +37,7 @@ def main() -> None:
 
     jobs = planned_jobs(check_config(yaml.safe_load(args.configfile.read_text()), SCHEMA))
     with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.ref, "src", "workflow"], check=True,
-                                 capture_output=True).stdout
-        tarfile.open(fileobj=io.BytesIO(archive)).extractall(folder, filter="data")
-        other = Path(folder)
+        other = extract_commit(args.ref, ["src", "workflow"], Path(folder))
         say(f"start-up per job: {args.ref} ({other}) against this checkout, median of {args.repeats}, alternating; "
             f"jobs per rule from {args.configfile.name}; {load_text()}")
         say(f"{'rule':32s} {'jobs':>4s} {args.ref[:10]:>10s} {'checkout':>9s} {'ratio':>6s}")

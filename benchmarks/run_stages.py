@@ -15,19 +15,17 @@ last repeat of each).
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, load_text, say
+from benchmarks.common import REPO, extract_commit, load_text, say
 from benchmarks.compare_runs import compare
 
 
@@ -72,9 +70,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.ref, "src", "workflow", "config"], check=True,
-                                 capture_output=True).stdout
-        tarfile.open(fileobj=io.BytesIO(archive)).extractall(root / "ref", filter="data")
+        extract_commit(args.ref, ["src", "workflow", "config"], root / "ref")
         sides = {args.ref: (root / "ref" / "workflow" / "Snakefile", root / "ref" / "src"),
                  "checkout": (REPO / "workflow" / "Snakefile", REPO / "src")}
         say(f"snakemake --until {' '.join(args.until)} on {args.configfile.name}, --cores {args.cores}, "

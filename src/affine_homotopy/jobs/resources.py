@@ -275,9 +275,9 @@ def correlation_work(config: Mapping[str, Any]) -> float:
     k = len(analysis["encoder_group"] or config["encoders"])
     cells = (len(config["tasks"]) * len(extrinsic_layers(config)) * len(analysis["intrinsic_measures"])
              * len(extrinsic_selection(config)))
-    costs = job_costs()
     if not cells:
         return 0.0
+    costs = job_costs()
     return costs.correlation_first_call + cells * costs.correlation_cell_seconds(
         k, analysis["n_permutations"], analysis["n_bootstrap"])
 
