@@ -2,7 +2,8 @@
 
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.daff_passes [--sizes 2000 20000 67349] [--baseline REV]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.daff_passes [--sizes 2000 20000 67349] [--baseline REV] \\
+        [--stability] [--first-set]
 
 Data: SST-2's training sentences (``<glue-dir>/SST-2/train.tsv``, all 67,349, in file order; the first
 N rows at each size) embedded with mean pooling by all-MiniLM-L6-v2 (layers 3 and 6) and
@@ -18,7 +19,9 @@ final map), measured in the same process at each N. A pair's cost in passes is i
 over that unit. Both solvers run one after the other on each pair (``--baseline``: the
 ``core/minimax.py`` of that git revision, loaded beside the current one; its intervals are checked
 to overlap the current ones). The last lines are the goal table of the cost question
-(d_aff passes per pair at N = 67,349: at most 8).
+(d_aff passes per pair at N = 67,349: at most 8). ``--first-set`` then solves each pair again with a
+known support joining its first working set (``working_set_fit``'s ``first_rows``): its own final support
+(what no related problem can beat) and its reverse direction's.
 """
 
 from __future__ import annotations
@@ -156,6 +159,25 @@ def stability(source: np.ndarray, target: np.ndarray, n: int, base: minimax.Mini
     return abs(float(jittered.upper[0]) - value) / value, abs(float(threaded.upper[0]) - value) / value
 
 
+def first_set_lines(reps: dict[str, np.ndarray], n: int, supports: dict[tuple[str, str], torch.Tensor]) -> None:
+    """Each pair solved again with a known support joining its first working set (``working_set_fit``'s
+    ``first_rows``): its own final support, and its reverse direction's where that pair was solved too."""
+    say(f"{'':6}  first set joined by a known support (working_set_fit's first_rows), N = {n}:")
+    for (source, target), own in supports.items():
+        design, y, atol = problem(reps[source], reps[target], n)
+        unit = pass_seconds(design, y)
+        starts = {"own support": own, "reverse's support": supports.get((target, source))}
+        for label, rows in starts.items():
+            if rows is None:
+                continue
+            tick = time.process_time()  # the options of solve()'s path (minimax_fit's defaults)
+            result = minimax.working_set_fit(design, y, atol, TOL, MAX_ITER, orthonormal=True, first_rows=[rows])
+            seconds = time.process_time() - tick
+            say(f"{'':6}  {source + ' -> ' + target:<29} from {label:<17} ({rows.numel():5d} rows): "
+                f"{seconds / unit:5.1f} passes, {int(result.iterations[0]):3d} fits, {int(result.rounds[0])} rounds, "
+                f"d in [{float(result.lower[0]):.6f}, {float(result.upper[0]):.6f}]")
+
+
 def solve(module, design, target, atol) -> tuple[minimax.MinimaxResult, float]:
     tick = time.process_time()
     result = module.minimax_fit(design, target, atol, TOL, MAX_ITER, orthonormal=True, working_set=True)
@@ -170,6 +192,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=len(PAIRS), help="the first this many pairs")
     parser.add_argument("--stability", action="store_true",
                         help="also solve each pair under a 1e-7 jitter and with 2 threads, and print the change")
+    parser.add_argument("--first-set", action="store_true",
+                        help="also solve each pair with a known support joining its first working set: its own final "
+                             "support (the best any related problem could give) and its reverse direction's")
     args = parser.parse_args()
     torch.set_num_threads(1)
     reps = encoders(args.glue_dir)
@@ -182,6 +207,7 @@ def main() -> None:
         f"{'current: CPU s':>14} {'fits':>5} {'rounds':>6} {'passes':>6} | {'ratio':>5} {'gap':>8} overlap")
     table: dict[int, list[tuple[float, float]]] = {}
     for n in args.sizes:
+        supports: dict[tuple[str, str], torch.Tensor] = {}  # each pair's final support (--first-set)
         for source, target in PAIRS[: args.pairs]:
             design, y, atol = problem(reps[source], reps[target], n)
             unit = pass_seconds(design, y)
@@ -203,10 +229,13 @@ def main() -> None:
                 kernels = fit_kernel_seconds(design, y)
                 say(f"{'':6}  one float32 fit on 6,000 rows, before -> today: " + "; ".join(
                     f"{name} {old:.4f} -> {new:.4f} s ({old / new:.2f}x)" for name, (old, new) in kernels.items()))
+            supports[(source, target)] = torch.nonzero(new.weights_lower[0] > 0).squeeze(1)
             if args.stability:
                 jitter, threads = stability(reps[source], reps[target], n, new)
                 say(f"{'':6}  reported d_aff's relative change: jitter 1e-7 {jitter:.1e}, threads 1 -> 2 {threads:.1e} "
                     f"(tol {TOL:g})")
+        if args.first_set:
+            first_set_lines(reps, n, supports)
     say(load_text())
     say("\ngoal table (d_aff passes per pair; baseline -> current):")
     say("| N | pairs | baseline passes | current passes | goal |")

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -243,12 +244,15 @@ def certify(design: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, 
 
 def working_set_fit(
     design: torch.Tensor, targets: torch.Tensor, atol: torch.Tensor, tol: float = 1e-3, max_iter: int = 1000, *,
-    orthonormal: bool = False, initial_rows: int | None = None, **options,
+    orthonormal: bool = False, initial_rows: int | None = None, first_rows: Sequence[torch.Tensor | None] | None = None,
+    **options,
 ) -> MinimaxResult:
     """:func:`minimax_fit` by a working-set outer loop: solve on a subset of the rows, check the map on all.
 
     Per target: the first working set is the ``initial_rows`` rows (default :func:`working_set_size`)
-    with the largest residuals of the plain least-squares map. Each round solves the minimax problem
+    with the largest residuals of the plain least-squares map, joined by ``first_rows[b]`` where given
+    (row indices: a support known from a related problem, e.g. the reverse direction's; any rows keep
+    the interval certified, they only change the path). Each round solves the minimax problem
     on the working set (warm-started at the previous round's dual weights, new rows at weight 0) and
     screens the round's map on **every** row. Then the rows outside the set whose residual exceeds
     the lower bound join it (the worst first, at most as many as the set holds), and the rows that
@@ -295,11 +299,18 @@ def working_set_fit(
     ls_lower = residual_ls.square().mean(dim=1).sqrt()
     closed = least_squares - ls_lower <= tol * least_squares + atol
     best.lower[closed] = torch.minimum(ls_lower[closed], least_squares[closed])
+    if first_rows is not None and len(first_rows) != batch:
+        raise ValueError(f"first_rows needs one entry (row indices or None) per target: {batch}, got {len(first_rows)}")
     design_screen = _Screen.screen_copy(design)  # one float32 copy of the design for every target
     for b in range(batch):
         if not bool(closed[b]):
+            joining = None if first_rows is None else first_rows[b]
+            if joining is not None:
+                joining = torch.as_tensor(joining, dtype=torch.long, device=design.device).reshape(-1)
+                if joining.numel() and (int(joining.min()) < 0 or int(joining.max()) >= n):
+                    raise ValueError(f"first_rows[{b}] holds row indices outside 0..{n - 1}")
             _working_set_target(design, targets[b], residual_ls[b], atol, b, best, size, tol, max_iter, options,
-                                design_screen)
+                                design_screen, joining)
     lower = torch.minimum(best.lower, best.upper)
     return MinimaxResult(upper=best.upper, lower=lower, least_squares=least_squares, coef=best.coef,
                          iterations=best.iterations, weights=best.weights, weights_lower=best.weights_lower,
@@ -308,13 +319,15 @@ def working_set_fit(
 
 def _working_set_target(design: torch.Tensor, target: torch.Tensor, residual: torch.Tensor, atol: torch.Tensor, b: int,
                         best: MinimaxResult, size: int, tol: float, max_iter: int, options: dict,
-                        design_screen: torch.Tensor) -> None:
+                        design_screen: torch.Tensor, joining: torch.Tensor | None = None) -> None:
     """The working-set rounds of target ``b`` (see :func:`working_set_fit`), updating ``best[b]`` in place;
-    ``residual``: the least-squares map's residuals, which choose the first set; ``design_screen``: the
-    design in the screens' precision, shared by the targets (:meth:`_Screen.screen_copy`)."""
+    ``residual``: the least-squares map's residuals, which choose the first set (``joining``: rows added to
+    it); ``design_screen``: the design in the screens' precision, shared by the targets
+    (:meth:`_Screen.screen_copy`)."""
     n, dtype, device = target.shape[0], design.dtype, design.device
     screen = _Screen(design, target, design_screen)
-    rows = torch.sort(torch.topk(residual, size).indices).values
+    rows = torch.topk(residual, size).indices
+    rows = torch.unique(rows if joining is None else torch.cat([rows, joining]))  # sorted
     start: torch.Tensor | None = None
     inner = max(tol, WORKING_SET_LOOSE_TOL)  # while the set is far from complete, a rough solve is enough
     guide = float(best.lower[b])  # the lower bound that chooses rows: the loose rounds' (float32) ones included
