@@ -278,6 +278,7 @@ def working_set_fit(
     ``weights_lower`` are full-length (zero outside).
     """
     batch, n, q = targets.shape
+    joining = _first_rows(first_rows, batch, n, design.device)
     size = min(n, initial_rows or working_set_size(n, design.shape[1]))
     dtype = design.dtype
     atol = atol.to(dtype)
@@ -299,22 +300,32 @@ def working_set_fit(
     ls_lower = residual_ls.square().mean(dim=1).sqrt()
     closed = least_squares - ls_lower <= tol * least_squares + atol
     best.lower[closed] = torch.minimum(ls_lower[closed], least_squares[closed])
-    if first_rows is not None and len(first_rows) != batch:
-        raise ValueError(f"first_rows needs one entry (row indices or None) per target: {batch}, got {len(first_rows)}")
     design_screen = _Screen.screen_copy(design)  # one float32 copy of the design for every target
     for b in range(batch):
         if not bool(closed[b]):
-            joining = None if first_rows is None else first_rows[b]
-            if joining is not None:
-                joining = torch.as_tensor(joining, dtype=torch.long, device=design.device).reshape(-1)
-                if joining.numel() and (int(joining.min()) < 0 or int(joining.max()) >= n):
-                    raise ValueError(f"first_rows[{b}] holds row indices outside 0..{n - 1}")
             _working_set_target(design, targets[b], residual_ls[b], atol, b, best, size, tol, max_iter, options,
-                                design_screen, joining)
+                                design_screen, joining[b])
     lower = torch.minimum(best.lower, best.upper)
     return MinimaxResult(upper=best.upper, lower=lower, least_squares=least_squares, coef=best.coef,
                          iterations=best.iterations, weights=best.weights, weights_lower=best.weights_lower,
                          converged=best.upper - lower <= tol * best.upper + atol, rounds=best.rounds)
+
+
+def _first_rows(first_rows: Sequence[torch.Tensor | None] | None, batch: int, n: int, device: torch.device,
+                ) -> list[torch.Tensor | None]:
+    """``working_set_fit``'s ``first_rows`` checked before any work: one entry per target, row indices in range."""
+    if first_rows is None:
+        return [None] * batch
+    if len(first_rows) != batch:
+        raise ValueError(f"first_rows needs one entry (row indices or None) per target: {batch}, got {len(first_rows)}")
+    checked: list[torch.Tensor | None] = []
+    for b, rows in enumerate(first_rows):
+        if rows is not None:
+            rows = torch.as_tensor(rows, dtype=torch.long, device=device).reshape(-1)
+            if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):
+                raise ValueError(f"first_rows[{b}] holds row indices outside 0..{n - 1}")
+        checked.append(rows)
+    return checked
 
 
 def _working_set_target(design: torch.Tensor, target: torch.Tensor, residual: torch.Tensor, atol: torch.Tensor, b: int,
