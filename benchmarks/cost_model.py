@@ -47,7 +47,7 @@ in the values, and appends the certified / local ratios to ``benchmarks/extrinsi
 interpreter running Snakemake's script preamble imports and the module-level imports of the rule's
 script, the median of ``--repeats``), and for the embed rule all-MiniLM-L6-v2's load (transformers
 included) and its forward pass per example over SST-2 training sentences (max_length 128, batch 64,
-one thread, in a fresh interpreter), and one Table 1 correlation (Mantel permutations and bootstrap at
+one thread, in a fresh interpreter) with their mean tokens per example (``--only-tokens``: that alone), and one Table 1 correlation (Mantel permutations and bootstrap at
 the schema's defaults) of K = 4, 7, 12 and 27 encoders with a correlate job's one-off cost of its first
 correlation (``--only-correlation``: these alone).
 ``measure-work RUN`` records, for every rule whose work the config does not size (tables, figures,
@@ -399,6 +399,18 @@ def significant(value: float, digits: int = 3) -> float:
     return float(f"{value:.{digits}g}")
 
 
+def real_width_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``rows`` less those that a real encoder of their width supersedes: above D_REF, a stage's rows
+    measured on an encoder of that width (``data`` names it, e.g. all-mpnet-base-v2's layers) replace its
+    rows of that width built from narrower layers side by side (``data`` empty), at every N: two 384-wide
+    layers side by side are not a 768-wide encoder's layer, and its extrinsic linear programmes cost more
+    (docs/performance.md, "The cost model against a measured run")."""
+    from affine_homotopy.jobs.cost import D_REF
+
+    real = {(row["stage"], row["d"]) for row in rows if int(row["d"]) > D_REF and row.get("data")}
+    return [row for row in rows if row.get("data") or (row["stage"], row["d"]) not in real]
+
+
 def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS, jobs: Path | None = None,
                         calibration: Path | None = None) -> dict:
     """The cost model's coefficients as ``fit`` writes them (the document of cost_coefficients.json).
@@ -407,7 +419,8 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     per-pair cost does not depend on K; the K = 2 rows, at the full 67,349, stay outside the fit,
     except for a working-set stage); a ``d_aff`` row where the solver takes its working-set path
     (:func:`affine_homotopy.jobs.cost.solver_stage`) counts for ``d_aff_working_set``; of several rows of one (stage, N, D, K) the last one counts (a
-    re-measured stage replaces its rows). A "scaled" row (the local extrinsic estimator) is
+    re-measured stage replaces its rows). Rows of a real encoder of a width replace those of layers side by side
+    at that width (:func:`real_width_rows`). A "scaled" row (the local extrinsic estimator) is
     multiplied by the certified / local CPU ratio at its N (:func:`certified_ratio`). (The factorisation
     rows of the solver-only runs, ``measure --only-solver`` on a loaded machine, are "no": such a run
     times the factorisation only to subtract it from d_aff, and the full runs measured it at a lower
@@ -423,7 +436,8 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
 
     jobs = JOB_MEASUREMENTS if jobs is None else jobs
     speed = fitted_speed_reference(CALIBRATION if calibration is None else calibration, measurements)
-    latest = {(r["stage"], r["n"], r["d"], r["k"]): r for r in read_measurements(measurements) if r["fit"] != "no"}
+    latest = {(r["stage"], r["n"], r["d"], r["k"]): r
+              for r in real_width_rows(read_measurements(measurements)) if r["fit"] != "no"}
     rows: dict[str, list[dict[str, str]]] = defaultdict(list)
     for row in latest.values():
         stage = solver_stage(row["stage"], int(row["n"]), int(row["d"]))
@@ -816,12 +830,29 @@ def correlation_cell_rows(repeats: int, stamp: dict[str, object]) -> list[dict[s
     return rows
 
 
+def embed_tokens_row(sentences: list[str], stamp: dict[str, object]) -> dict[str, object]:
+    """The length of the sentences an ``example`` row was timed on: their mean tokens
+    (:func:`affine_homotopy.jobs.cost.approximate_tokens` at the schema's max_length 128), in the
+    ``seconds`` column (not a time), so that the projection can price each task per token."""
+    from affine_homotopy.jobs.cost import approximate_tokens
+
+    tokens = float(np.mean([approximate_tokens(sentence, None, 128) for sentence in sentences]))
+    say(f"    the sentences' length: {tokens:.2f} tokens each (words and punctuation, special tokens included)")
+    return {"rule": "embed", "quantity": "tokens", "seconds": f"{tokens:.6g}", "n": len(sentences), "d": 384,
+            "repeats": 1, "load_1min": "", **stamp, "note": "mean tokens per example of the example row's sentences"}
+
+
 def measure_jobs(args: argparse.Namespace) -> None:
     from benchmarks.common import required_glue_file, sst2_sentences
 
     say(f"machine: {platform.node()} ({os.cpu_count()} cores); {load_text()}")
     stamp = {"threads": 1, "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
              "note": ""}
+    if args.only_tokens:  # the length of the sentences measure-jobs times the forward pass on (no timing)
+        sentences = sst2_sentences(required_glue_file(args.glue_dir, "SST-2"), args.n)
+        append_rows([embed_tokens_row(sentences, stamp)], JOB_MEASUREMENTS, JOB_FIELDS)
+        say(f"appended 1 row to {JOB_MEASUREMENTS.relative_to(REPO)}; now run: python -m benchmarks.cost_model fit")
+        return
     if args.only_correlation:
         rows = correlation_cell_rows(args.repeats, stamp)
         append_rows(rows, JOB_MEASUREMENTS, JOB_FIELDS)
@@ -847,6 +878,7 @@ def measure_jobs(args: argparse.Namespace) -> None:
     for quantity, seconds, n in (("load", load, ""), ("example", example, len(sentences))):
         rows.append({"rule": "embed", "quantity": quantity, "seconds": f"{seconds:.6g}", "n": n, "d": 384,
                      "repeats": args.repeats, "load_1min": f"{os.getloadavg()[0]:.2f}", **stamp})
+    rows.append(embed_tokens_row(sentences, stamp))
     append_rows(rows, JOB_MEASUREMENTS, JOB_FIELDS)
     say(f"{load_text()}; appended {len(rows)} rows to {JOB_MEASUREMENTS.relative_to(REPO)}; now run: "
         "python -m benchmarks.cost_model fit")
@@ -906,7 +938,9 @@ def measure_work(args: argparse.Namespace) -> None:
 
 def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) -> dict:
     """The ``jobs`` document of cost_coefficients.json (:class:`affine_homotopy.jobs.cost.JobCosts`):
-    the latest row of each (rule, quantity, d). The embed forward pass's D exponent comes from the two
+    the latest row of each (rule, quantity, d); ``embed_tokens``, the mean tokens per example of the
+    sentences the latest ``example`` row timed (its ``tokens`` row, which must name as many sentences).
+    The embed forward pass's D exponent comes from the two
     ``example`` rows noted as taken from the ``embedding_throughput.py`` record (all-mpnet-base-v2
     against all-MiniLM-L6-v2, CPU seconds per example on SST-2), its value at D = 384 from the latest
     measured row. ``work``: the latest ``work`` row of each rule; ``correlation``: the latest ``cell``
@@ -944,6 +978,10 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) 
     if not startup or ("embed", "load", "384") not in latest or not measured or set(recorded) != {384, 768}:
         raise ValueError(f"{path.name} lacks the start-up rows, the embed load and example rows or the two "
                          "embedding_throughput rows: run python -m benchmarks.cost_model measure-jobs")
+    tokens = latest.get(("embed", "tokens", "384"))
+    if tokens is None or tokens["n"] != measured[-1]["n"]:
+        raise ValueError(f"{path.name} lacks the length (embed, tokens) of the sentences of its latest embed example "
+                         "row: run python -m benchmarks.cost_model measure-jobs")
     used = [latest[("embed", "load", "384")], measured[-1], *[r for r in rows if r["quantity"] == "startup"],
             *work_rows.values(), *cells.values(), first_calls[-1]]
     loads = [float(r["load_1min"]) for r in used]
@@ -952,6 +990,7 @@ def fitted_job_costs(path: Path = JOB_MEASUREMENTS, speed: float | None = None) 
         "embed_load": significant(float(latest[("embed", "load", "384")]["seconds"])),
         "embed_example": significant(float(measured[-1]["seconds"])),
         "embed_d_exponent": round(math.log(recorded[768] / recorded[384]) / math.log(2), 2),
+        "embed_tokens": significant(float(tokens["seconds"])),
         "work": {rule: significant(at_reference(row)) for rule, row in sorted(work_rows.items())},
         "work_reference": sorted({row["note"].removeprefix("measure-work: ") for row in work_rows.values()}),
         "correlation": {"k": sizes, "seconds": [significant(at_reference(cells[k])) for k in sizes],
@@ -1033,7 +1072,7 @@ def fitted_speed_reference(calibration: Path = CALIBRATION, measurements: Path =
 
 
 def check(args: argparse.Namespace) -> None:
-    from affine_homotopy.jobs.cost_check import compare, comparison_table, missing_benchmarks
+    from affine_homotopy.jobs.cost_check import compare, comparison_table, missing_benchmarks, prepared_tokens
     from affine_homotopy.jobs.resources import job_projection, planned_jobs
 
     measured = finished_run(args.run, "check")
@@ -1063,7 +1102,14 @@ def check(args: argparse.Namespace) -> None:
     say("projected: single-thread CPU s of start-up and work on the cost model's machine (jobs/cost_coefficients.json); "
         "measured: the jobs' own CPU count (cost records beside the benchmark files); sampled: Snakemake's cpu_time "
         "column; ratio = measured / (projected x speed); unscaled = measured / projected")
-    rows = compare(job_projection(measured.config), measured.jobs, reference)
+    tokens = prepared_tokens(args.run, measured.config)
+    if tokens:
+        from affine_homotopy.jobs.cost import job_costs
+
+        say(f"embed: priced per token of each task's prepared examples (mean tokens per example: "
+            + ", ".join(f"{task} {count:.1f}" for task, count in tokens.items())
+            + f"; the measured SST-2 sentences: {job_costs().embed_tokens:.1f})")
+    rows = compare(job_projection(measured.config, tokens), measured.jobs, reference)
     say(comparison_table(rows))
     threaded = [f"{row.rule} ({row.threads})" for row in rows[:-1] if row.threads > 1]
     if threaded:
@@ -1157,6 +1203,8 @@ def main() -> None:
     j.add_argument("--repeats", type=int, default=3)
     j.add_argument("--n", type=int, default=512, help="SST-2 sentences for the embed forward pass")
     j.add_argument("--only-correlation", action="store_true", help="only the Table 1 correlation cells")
+    j.add_argument("--only-tokens", action="store_true",
+                   help="only the mean tokens per example of the --n sentences the forward pass is timed on")
     w = sub.add_parser("measure-work", help="the work per job of the rules the config does not size, from a "
                                             "finished reference run")
     w.add_argument("run", type=Path, help="a finished run's results folder, e.g. results/reviews")

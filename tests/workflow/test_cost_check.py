@@ -86,7 +86,7 @@ def write_run(root: Path, config: dict, jobs: list[tuple[str, str, float, float]
     return run
 
 
-CONFIG = {"run_name": "toy", "encoders": {"a": {"source": "path"}}, "seed": 0}
+CONFIG = {"run_name": "toy", "encoders": {"a": {"source": "path"}}, "tasks": {"t": {"source": "synthetic"}}, "seed": 0}
 JOBS = [("intrinsic", "intrinsic/t_layer1", 1.0, 10.0), ("intrinsic", "intrinsic/t_layer2", 1.5, 14.0),
         ("probe", "probe/a_t", 2.0, 6.0), ("correlate", "correlate", 0.5, 0.75)]
 
@@ -152,7 +152,7 @@ def test_a_rule_whose_jobs_ran_on_more_threads_says_so(tmp_path: Path, capsys, m
     assert re.search(r"^intrinsic\s.*\s2$", table, re.M) and re.search(r"^probe\s.*\s1$", table, re.M), table
     from benchmarks import cost_model
 
-    monkeypatch.setattr("affine_homotopy.jobs.resources.job_projection", lambda config: projected)
+    monkeypatch.setattr("affine_homotopy.jobs.resources.job_projection", lambda config, tokens=None: projected)
     monkeypatch.setattr("affine_homotopy.jobs.resources.planned_jobs", lambda config: {"intrinsic": 2, "probe": 1})
     cost_model.check(argparse.Namespace(run=tmp_path / "results" / "toy", cores=2))
     out = capsys.readouterr().out
@@ -321,6 +321,52 @@ def test_the_projection_per_rule_is_start_up_plus_work() -> None:
     forward = sum(costs.embed_load + (task_size(spec, "train") + task_size(spec, "dev")) * costs.embed_example
                   * (width / 384) ** costs.embed_d_exponent for spec in config["tasks"].values())
     assert projection["embed"][1] == pytest.approx(2 * costs.startup["embed"] + forward)
+
+
+def test_an_example_costs_its_tokens_words_and_marks_plus_the_special_tokens_up_to_max_length() -> None:
+    """approximate_tokens counted by hand: 5 words and 3 marks, plus [CLS] and [SEP]; a pair adds its
+    second text and one [SEP]; the count stops at max_length, as the encoder truncates."""
+    from affine_homotopy.jobs.cost import approximate_tokens
+
+    assert approximate_tokens("The film, however, was good.", None, 128) == 5 + 3 + 2
+    assert approximate_tokens("The film, however, was good.", "It wasn't.", 128) == 5 + 3 + 2 + (3 + 2) + 1
+    assert approximate_tokens("The film, however, was good.", None, 6) == 6
+    assert approximate_tokens("", None, 128) == 2
+
+
+def test_an_embed_job_costs_its_examples_tokens(tmp_path: Path) -> None:
+    """JobCosts.embed_seconds against a hand computation: examples twice as long as the measured ones
+    cost twice the forward pass, the model's load alike; unknown lengths cost as the measured ones. And
+    job_projection prices each task's embed jobs at the tokens a run's prepared data has
+    (cost_check.prepared_tokens: the mean over both splits, counted here by hand)."""
+    import pandas as pd
+
+    from affine_homotopy.jobs.cost import JobCosts, job_costs
+    from affine_homotopy.jobs.resources import encoder_width, job_projection, task_size
+    from affine_homotopy.study.validation import check_config
+
+    costs = JobCosts({}, 3.0, 0.01, 2.0, embed_tokens=12.0)
+    assert costs.embed_seconds(100, 768, 24.0) == pytest.approx(3.0 + 100 * 0.01 * 2.0 * 4.0)
+    assert costs.embed_seconds(100, 384, None) == pytest.approx(3.0 + 100 * 0.01)
+    assert JobCosts({}, 3.0, 0.01, 2.0).embed_seconds(100, 384, 24.0) == pytest.approx(3.0 + 100 * 0.01)
+
+    config = check_config(yaml.safe_load(DEMO.read_text()), SCHEMA)
+    first, second = list(config["tasks"])
+    for split, texts in (("train", [("a b c", None), ("a, b.", "c d")]), ("dev", [("a", "b")])):
+        (tmp_path / "data" / first).mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"text_a": [a for a, _ in texts], "text_b": [b for _, b in texts], "label": 0}).to_parquet(
+            tmp_path / "data" / first / f"{split}.parquet")
+    tokens = cost_check.prepared_tokens(tmp_path, config)
+    # "a b c": 3 + 2; "a, b." and "c d": (4 + 2) + (2 + 1); "a" and "b": (1 + 2) + (1 + 1)
+    assert tokens == {first: pytest.approx((5 + 9 + 5) / 3)}
+    costs = job_costs()
+    width = encoder_width("minilm", config["encoders"])
+    plain, priced = job_projection(config)["embed"][1], job_projection(config, tokens)["embed"][1]
+    spec = config["tasks"][first]
+    forward = ((task_size(spec, "train") + task_size(spec, "dev")) * costs.embed_example
+               * (width / 384) ** costs.embed_d_exponent)
+    assert costs.embed_tokens > 0 and second not in tokens
+    assert priced - plain == pytest.approx(forward * (tokens[first] / costs.embed_tokens - 1))
 
 
 def test_a_correlation_costs_its_permutations_and_resamples() -> None:

@@ -171,6 +171,7 @@ def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_re
     rows = [row("embed", "example", 0.01, 256, 384, note="embedding_throughput.py record"),
             row("embed", "example", 0.04, 256, 768, note="embedding_throughput.py record"),
             row("embed", "load", 2.0, d=384), row("embed", "example", 0.005, 512, 384),
+            row("embed", "tokens", 12.5, 512, 384),
             row("figure_layer_trend", "startup", 1.0), row("provenance", "startup", 0.2),
             row("correlate", "cell", 99.0, 5, note=resamples, probe=0.05, date="2030-01-01"),
             row("correlate", "cell", 0.1 * 0.5**2, 5, note=resamples, probe=0.05),
@@ -186,7 +187,11 @@ def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_re
     assert jobs["correlation"] == {"k": [5, 20], "seconds": [0.025, 0.4], "resamples": [10000, 2000], "first_call": 0.6}
     assert jobs["work"] == {"figure_layer_trend": 1.5, "provenance": 0.7}
     assert jobs["work_reference"] == ["run 'reviews'"]
-    assert jobs["embed_d_exponent"] == 2.0 and jobs["embed_example"] == 0.005
+    assert jobs["embed_d_exponent"] == 2.0 and jobs["embed_example"] == 0.005 and jobs["embed_tokens"] == 12.5
+    # the length of other sentences than the example row's (another count) does not price it
+    for tokens in ([r for r in rows if r["quantity"] != "tokens"], [*rows, row("embed", "tokens", 20.0, 256, 384)]):
+        with pytest.raises(ValueError, match="length"):
+            fitted_job_costs(write_rows(tmp_path / "tokens.csv", JOB_FIELDS, tokens), speed=0.05)
     without_cells = write_rows(tmp_path / "bare.csv", JOB_FIELDS, [r for r in rows if r["quantity"] != "cell"])
     with pytest.raises(ValueError, match="correlation cells"):
         fitted_job_costs(without_cells, speed=0.05)
@@ -194,6 +199,26 @@ def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_re
                                     [r for r in rows if r["quantity"] != "first_call"])
     with pytest.raises(ValueError, match="first-call cost"):
         fitted_job_costs(without_first_call, speed=0.05)
+
+
+def test_a_real_encoders_rows_of_a_width_replace_that_widths_side_by_side_rows_of_that_stage(tmp_path: Path) -> None:
+    """Made-up rows: d_psi at D = 768 from layers side by side (data empty) at N = 2,000 and 8,000, and
+    from a real 768-wide encoder at 2,000 only: the real row alone sets d_psi's factor at 768, at every
+    N; d_aff, measured at 768 side by side only, keeps those rows; the D = 384 rows count as they are."""
+    from benchmarks.cost_model import FIELDS, fitted_coefficients
+
+    def row(stage: str, n: int, d: int, seconds: float, data: str = "") -> dict[str, object]:
+        return {"stage": stage, "n": n, "d": d, "k": 3, "units": 6, "seconds_per_unit": seconds, "unit": "ordered pair",
+                "threads": 1, "load_1min": 1.0, "machine": "test", "date": "2030-01-02", "fit": "measured", "data": data}
+
+    rows = [row(stage, n, 384, n / 10_000) for stage in ("d_psi", "d_aff") for n in (2000, 8000)]
+    rows += [row("d_psi", 2000, 768, 0.2 * 2), row("d_psi", 8000, 768, 0.8 * 2),  # side by side: twice D = 384's
+             row("d_psi", 2000, 768, 0.2 * 8, data="a 768-wide encoder"),  # the real encoder: 8 times
+             row("d_aff", 2000, 768, 0.2 * 4), row("d_aff", 8000, 768, 0.8 * 4)]
+    stages = fitted_coefficients(write_rows(tmp_path / "m.csv", FIELDS, rows), tmp_path / "no_ratios.csv")["stages"]
+    assert stages["d_psi"]["d_factors"] == [[768, 8.0]] and stages["d_psi"]["n"] == [2000, 8000]
+    assert stages["d_aff"]["d_factors"] == [[768, 4.0]]
+    assert (stages["d_psi"]["seconds_ref"], stages["d_psi"]["n_exponent"]) == (1.0, 1.0)
 
 
 def test_the_narrow_rows_sources_are_the_workflows_truncations_at_exactly_that_rank() -> None:

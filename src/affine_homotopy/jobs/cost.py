@@ -27,8 +27,8 @@ fit`` fits them (log-log least squares, :func:`fit_stage`) and writes the file, 
 loads of the rows behind each stage. The projection assumes: the same per-core rate, CPU-bound jobs,
 and for the pairwise stages each pair at its encoders' widths (:func:`pair_widths`; the extrinsic
 stages at the source's).
-The embedding rule is not projected (a forward pass: ``python -m benchmarks.embedding_throughput``
-measures it per model).
+The embedding rule is not in :func:`project` (the pairwise rules); :class:`JobCosts` prices its forward
+pass per token (``python -m benchmarks.embedding_throughput`` measures it per model).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -170,7 +171,12 @@ class JobCosts:
     ``startup``: rule -> single-thread CPU seconds of one job's start-up (a fresh interpreter,
     Snakemake's script preamble and the rule's script's imports), the same for every job of a rule.
     The embed rule's work: loading the model (``embed_load``, per job) and the forward pass,
-    ``embed_example`` CPU seconds per example at D_REF, times ``(D / D_REF) ** embed_d_exponent``.
+    ``embed_example`` CPU seconds per example at D_REF, times ``(D / D_REF) ** embed_d_exponent``,
+    measured on examples of ``embed_tokens`` tokens each (:func:`approximate_tokens`, the mean over the
+    measured SST-2 sentences): a task whose examples are longer costs in proportion to its tokens, since
+    the forward pass batches examples of like length (:func:`affine_homotopy.models.encoders.embed_texts`)
+    and works per token: on real GLUE tasks an encoder's CPU per token varies far less across tasks than
+    its CPU per example (docs/performance.md, "The cost model against a measured run").
     The correlate rule's work: one correlation per (task, layer, intrinsic measure, extrinsic measure),
     each costing ``correlation_seconds[i]`` at ``correlation_k[i]`` encoders and the permutations and
     resamples ``correlation_resamples`` (the schema's defaults), interpolated in log K and log seconds
@@ -192,10 +198,14 @@ class JobCosts:
     correlation_seconds: tuple[float, ...] = ()
     correlation_resamples: tuple[int, int] = (10_000, 2_000)
     correlation_first_call: float = 0.0
+    embed_tokens: float = 0.0  # 0: the examples' length is not known, every example costs embed_example
 
-    def embed_seconds(self, n: int, width: int) -> float:
-        """One embed job's work: the model's load and ``n`` examples (both splits of its task) at width ``width``."""
-        return self.embed_load + n * self.embed_example * (width / D_REF) ** self.embed_d_exponent
+    def embed_seconds(self, n: int, width: int, tokens: float | None = None) -> float:
+        """One embed job's work: the model's load and ``n`` examples (both splits of its task) at width
+        ``width``, of ``tokens`` tokens each on average (:func:`approximate_tokens`; None: as long as the
+        measured ones)."""
+        length = tokens / self.embed_tokens if tokens and self.embed_tokens else 1.0
+        return self.embed_load + n * self.embed_example * length * (width / D_REF) ** self.embed_d_exponent
 
     def correlation_cell_seconds(self, k: int, n_permutations: int, n_bootstrap: int) -> float:
         """One Table 1 correlation of ``k`` encoders: its Mantel permutations and bootstrap resamples,
@@ -230,7 +240,23 @@ def job_costs() -> JobCosts:
                     MappingProxyType({rule: float(s) for rule, s in jobs["work"].items()}),
                     tuple(int(k) for k in correlation["k"]), tuple(float(t) for t in correlation["seconds"]),
                     (int(correlation["resamples"][0]), int(correlation["resamples"][1])),
-                    float(correlation["first_call"]))
+                    float(correlation["first_call"]), float(jobs.get("embed_tokens", 0.0)))
+
+
+# a word or a punctuation mark: what a subword tokenizer splits at least into one token each
+_TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]")
+
+
+def approximate_tokens(text_a: str, text_b: str | None, max_length: int) -> int:
+    """An example's token count as the embed rule feeds it to an encoder, without its tokenizer: the
+    words and punctuation marks of its text(s), plus the special tokens ([CLS] and [SEP]: 2, and 3 for
+    a pair), at most ``max_length`` (the encoder truncates there). A subword tokenizer splits rare
+    words further, so this undercounts; the cost model measures its per-token rate with this same
+    count, so what matters is that the undercount is alike across tasks."""
+    count = len(_TOKEN_PATTERN.findall(text_a)) + 2
+    if text_b is not None:
+        count += len(_TOKEN_PATTERN.findall(text_b)) + 1
+    return min(count, max_length)
 
 
 def speed_reference() -> float | None:

@@ -221,6 +221,28 @@ class RuleComparison:
         return bool(abs(self.ratio - 1.0) <= TOLERANCE)
 
 
+def prepared_tokens(run: str | os.PathLike[str], config: Mapping[str, Any]) -> dict[str, float]:
+    """Task -> mean tokens per example (:func:`affine_homotopy.jobs.cost.approximate_tokens` at the
+    config's ``embedding.max_length``) over both splits of a finished run's prepared data
+    (``RUN/data/<task>/{train,dev}.parquet``, what its embed jobs embedded); a task without both files is
+    left out (its embed jobs are then priced at the measured sentences' length)."""
+    import pandas as pd
+
+    from .cost import approximate_tokens
+
+    out = {}
+    for task in config["tasks"]:
+        files = [Path(run) / "data" / task / f"{split}.parquet" for split in ("train", "dev")]
+        if not all(path.is_file() for path in files):
+            continue
+        max_length = int(config["embedding"]["max_length"])
+        counts = [approximate_tokens(a, b if isinstance(b, str) else None, max_length)
+                  for path in files for a, b in pd.read_parquet(path, columns=["text_a", "text_b"]).itertuples(index=False)]
+        if counts:
+            out[task] = sum(counts) / len(counts)
+    return out
+
+
 def missing_benchmarks(planned: Mapping[str, int], measured: RunMeasurements) -> list[str]:
     """The rules with planned jobs or logged jobs and not a single benchmark file."""
     with_files = {job.rule for job in measured.jobs}

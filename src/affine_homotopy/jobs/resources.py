@@ -282,12 +282,14 @@ def correlation_work(config: Mapping[str, Any]) -> float:
         k, analysis["n_permutations"], analysis["n_bootstrap"])
 
 
-def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
+def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None = None) -> dict[str, tuple[int, float]]:
     """Per rule of a validated config: (jobs, projected single-thread CPU seconds of all of them).
 
     A job costs its rule's start-up (:class:`affine_homotopy.jobs.cost.JobCosts`) plus its work: the
     pairwise stages of :func:`study_projection` (intrinsic, probe, extrinsic, rank_deficiency), the
-    forward pass of the embed jobs and Table 1's correlations (:func:`correlation_work`); every other
+    forward pass of the embed jobs, per token of each task's examples where ``tokens`` (task -> mean
+    tokens per example, :func:`affine_homotopy.jobs.cost_check.prepared_tokens` of a run's prepared
+    data) has the task and else as long as the measured SST-2 sentences, and Table 1's correlations (:func:`correlation_work`); every other
     rule's work (tables, figures, data preparation, derived copies, provenance) is its per-job
     constant (``JobCosts.work``), measured on a reference run, or nothing where that run had no such
     job. A rule without a measured start-up is not projected (NaN)."""
@@ -302,9 +304,9 @@ def job_projection(config: Mapping[str, Any]) -> dict[str, tuple[int, float]]:
         if rule == "embed":
             # one job per (model encoder, task): one model load, both splits' examples
             work = sum(costs.embed_seconds(task_size(spec, "train") + task_size(spec, "dev"),
-                                           encoder_width(name, encoders))
+                                           encoder_width(name, encoders), (tokens or {}).get(task))
                        for name, encoder in encoders.items() if encoder["source"] not in ("derived", "embeddings")
-                       for spec in config["tasks"].values())
+                       for task, spec in config["tasks"].items())
         elif rule == "correlate":
             work = correlation_work(config)
         elif rule in SIZED_RULES:
