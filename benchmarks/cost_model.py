@@ -1072,7 +1072,8 @@ def fitted_speed_reference(calibration: Path = CALIBRATION, measurements: Path =
 
 
 def check(args: argparse.Namespace) -> None:
-    from affine_homotopy.jobs.cost_check import compare, comparison_table, missing_benchmarks, prepared_tokens
+    from affine_homotopy.jobs.cost_check import (compare, comparison_table, missing_benchmarks, prepared_tokens,
+                                                 run_widths)
     from affine_homotopy.jobs.resources import job_projection, planned_jobs
 
     measured = finished_run(args.run, "check")
@@ -1109,7 +1110,11 @@ def check(args: argparse.Namespace) -> None:
         say(f"embed: priced per token of each task's prepared examples (mean tokens per example: "
             + ", ".join(f"{task} {count:.1f}" for task, count in tokens.items())
             + f"; the measured SST-2 sentences: {job_costs().embed_tokens:.1f})")
-    rows = compare(job_projection(measured.config, tokens), measured.jobs, reference)
+    widths = run_widths(args.run, measured.config)
+    if widths:
+        say("widths: the run's stored embeddings' (" + ", ".join(f"{name} {d}" for name, d in widths.items())
+            + "), not this machine's model files")
+    rows = compare(job_projection(measured.config, tokens, widths), measured.jobs, reference)
     say(comparison_table(rows))
     threaded = [f"{row.rule} ({row.threads})" for row in rows[:-1] if row.threads > 1]
     if threaded:

@@ -369,6 +369,46 @@ def test_an_embed_job_costs_its_examples_tokens(tmp_path: Path) -> None:
     assert priced - plain == pytest.approx(forward * (tokens[first] / costs.embed_tokens - 1))
 
 
+def test_the_check_prices_a_run_at_its_stored_widths_wherever_it_runs(tmp_path: Path, monkeypatch) -> None:
+    """cost_check.run_widths reads each model encoder's width from the run's stored embeddings (a derived
+    copy's files are not read), and job_projection prices the run at those widths: the same projection
+    from a folder where a staged model of that name has another width and from one without it, and the
+    embed jobs' forward pass at the stored width by hand."""
+    import numpy as np
+
+    from affine_homotopy.jobs.cost import job_costs
+    from affine_homotopy.jobs.resources import encoder_width, job_projection, task_size
+    from affine_homotopy.study.validation import check_config
+
+    raw = yaml.safe_load(DEMO.read_text())
+    mpnet = yaml.safe_load((REPO / "config" / "real_models.yaml").read_text())["encoders"]["mpnet"]
+    raw["encoders"]["minilm"] = mpnet  # a staged pypi model: its width is read from resources/ under the cwd
+    config = check_config(raw, SCHEMA)
+    first = next(iter(config["tasks"]))
+    run = tmp_path / "run"
+    for name, width in (("minilm", 384), ("minilm_svd80", 7)):
+        (run / "embeddings" / name / first).mkdir(parents=True)
+        np.save(run / "embeddings" / name / first / "train.npy", np.zeros((3, 2, width), dtype=np.float32))
+    widths = cost_check.run_widths(run, config)
+    assert widths == {"minilm": 384}
+
+    staged = tmp_path / "staged" / "resources" / "models" / "minilm"
+    staged.mkdir(parents=True)
+    (staged / "STAGED.json").write_text("{}")
+    (staged / "config.json").write_text(json.dumps({"hidden_size": 999}))
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "staged")
+    assert encoder_width("minilm", config["encoders"]) == 999  # this folder's model would set the price
+    from_staged, staged_own = job_projection(config, None, widths), job_projection(config)
+    monkeypatch.chdir(tmp_path / "empty")
+    assert job_projection(config, None, widths) == from_staged
+    assert staged_own["intrinsic"][1] > from_staged["intrinsic"][1]  # 999 wide costs more than 384
+    costs = job_costs()
+    forward = sum(costs.embed_load + (task_size(spec, "train") + task_size(spec, "dev")) * costs.embed_example
+                  for spec in config["tasks"].values())  # at 384, the measured width: factor 1
+    assert from_staged["embed"][1] == pytest.approx(2 * costs.startup["embed"] + forward)
+
+
 def test_a_correlation_costs_its_permutations_and_resamples() -> None:
     """JobCosts.correlation_cell_seconds: a Mantel test of K encoders enumerates K! permutations when that
     is fewer than asked; each permutation and each bootstrap resample costs alike."""

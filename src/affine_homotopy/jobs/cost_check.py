@@ -243,6 +243,26 @@ def prepared_tokens(run: str | os.PathLike[str], config: Mapping[str, Any]) -> d
     return out
 
 
+def run_widths(run: str | os.PathLike[str], config: Mapping[str, Any]) -> dict[str, int]:
+    """Encoder -> width (last axis) of the embeddings a finished run stored for it
+    (``RUN/embeddings/<encoder>/<task>/train.npy``, the first task that has the file), for every
+    encoder that is not derived; an encoder without such a file is left out. The check prices a run at
+    the widths it ran at: a model's config on this machine (a staged model under ``resources/``, a hub
+    cache) may be absent or another model's, and would change the projection."""
+    import numpy as np
+
+    out = {}
+    for name, spec in config["encoders"].items():
+        if spec["source"] == "derived":
+            continue
+        for task in config["tasks"]:
+            path = Path(run) / "embeddings" / name / task / "train.npy"
+            if path.is_file():
+                out[name] = int(np.load(path, mmap_mode="r").shape[-1])
+                break
+    return out
+
+
 def missing_benchmarks(planned: Mapping[str, int], measured: RunMeasurements) -> list[str]:
     """The rules with planned jobs or logged jobs and not a single benchmark file."""
     with_files = {job.rule for job in measured.jobs}

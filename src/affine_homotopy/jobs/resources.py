@@ -86,6 +86,18 @@ def encoder_width(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> int:
     return int(settings.get("hidden_size") or settings.get("n_embd") or DEFAULT_WIDTH)
 
 
+def encoder_widths(encoders: Mapping[str, Mapping[str, Any]], known: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Encoder -> its stored width: ``known`` (encoder -> width, e.g. :func:`affine_homotopy.jobs.cost_check.run_widths`
+    of a finished run's embeddings) for its base encoder where it has it, else :func:`encoder_width` (the
+    model's config as this machine has it)."""
+    known = known or {}
+    out = {}
+    for name in encoders:
+        root = base_encoder(name, encoders)
+        out[name] = int(known[root]) if root in known else encoder_width(name, encoders)
+    return out
+
+
 def effective_widths(encoders: Mapping[str, Mapping[str, Any]], widths: Mapping[str, int]) -> dict[str, int]:
     """Encoder -> the width its pairwise stages work at, as far as the config fixes it: an
     ``svd_truncate`` copy keeps ``round(fraction * r)`` directions of its base's ``r`` (the measures
@@ -201,15 +213,16 @@ def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int =
     }
 
 
-def study_projection(config: Mapping[str, Any]) -> Projection:
+def study_projection(config: Mapping[str, Any], widths: Mapping[str, int] | None = None) -> Projection:
     """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.jobs.cost.project`):
     the intrinsic rule at every configured layer, the probe and extrinsic rules at ``extrinsic.layers``;
     each pair at its encoders' :func:`effective_widths`, the pairs of :func:`affine_pairs` as exact,
-    and Figure 3's grid as the SVD-truncated copies it computes (:func:`rank_deficiency_grid`)."""
+    and Figure 3's grid as the SVD-truncated copies it computes (:func:`rank_deficiency_grid`). The
+    encoders' widths are :func:`encoder_widths` with ``widths`` as the known ones."""
     from ..study.validation import extrinsic_layers
 
     encoders = config["encoders"]
-    widths = {name: encoder_width(name, encoders) for name in encoders}
+    widths = encoder_widths(encoders, widths)
     train_sizes = {task: task_size(spec, "train") for task, spec in config["tasks"].items()}
     return project(config, widths, train_sizes, len(layer_positions(config["layers"])),
                    extrinsic_layers=len(extrinsic_layers(config)), ranks=effective_widths(encoders, widths),
@@ -282,7 +295,8 @@ def correlation_work(config: Mapping[str, Any]) -> float:
         k, analysis["n_permutations"], analysis["n_bootstrap"])
 
 
-def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None = None) -> dict[str, tuple[int, float]]:
+def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None = None,
+                   widths: Mapping[str, int] | None = None) -> dict[str, tuple[int, float]]:
     """Per rule of a validated config: (jobs, projected single-thread CPU seconds of all of them).
 
     A job costs its rule's start-up (:class:`affine_homotopy.jobs.cost.JobCosts`) plus its work: the
@@ -292,10 +306,13 @@ def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None
     data) has the task and else as long as the measured SST-2 sentences, and Table 1's correlations (:func:`correlation_work`); every other
     rule's work (tables, figures, data preparation, derived copies, provenance) is its per-job
     constant (``JobCosts.work``), measured on a reference run, or nothing where that run had no such
-    job. A rule without a measured start-up is not projected (NaN)."""
+    job. A rule without a measured start-up is not projected (NaN). ``widths`` (encoder -> width, for
+    a finished run its embeddings' widths: :func:`affine_homotopy.jobs.cost_check.run_widths`) overrides
+    the widths this machine's model files give (:func:`encoder_widths`)."""
     costs = job_costs()
-    projection = study_projection(config)
+    projection = study_projection(config, widths)
     encoders = config["encoders"]
+    stored = encoder_widths(encoders, widths)
     out = {}
     for rule, count in planned_jobs(config).items():
         if rule not in costs.startup:
@@ -304,7 +321,7 @@ def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None
         if rule == "embed":
             # one job per (model encoder, task): one model load, both splits' examples
             work = sum(costs.embed_seconds(task_size(spec, "train") + task_size(spec, "dev"),
-                                           encoder_width(name, encoders), (tokens or {}).get(task))
+                                           stored[name], (tokens or {}).get(task))
                        for name, encoder in encoders.items() if encoder["source"] not in ("derived", "embeddings")
                        for task, spec in config["tasks"].items())
         elif rule == "correlate":
