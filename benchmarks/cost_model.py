@@ -329,30 +329,33 @@ def measure_all(args: argparse.Namespace) -> None:
     say(f"embeddings {embedded.shape} ({time.perf_counter() - tick:.0f} s)")
     # K = 3 (6 ordered pairs); at the full 67,349 rows K = 2 (2 pairs) to keep the run short
     runs = [] if args.wide_only or args.narrow_only else [
-        (n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]], "")
+        (n, 384, [embedded[3], embedded[4], embedded[5]] if n < 50000 else [embedded[4], embedded[5]], "", labels_all)
         for n in sizes]
     if args.narrow_only:
         wide_sizes = []
     if args.wide_model == "mpnet" and wide_sizes:  # a real 768-wide encoder: three of its layers
-        from benchmarks.common import sst2_training_head_mpnet
+        from benchmarks.common import glue_training_head_mpnet
 
         tick = time.perf_counter()
-        mpnet = sst2_training_head_mpnet(args.glue_dir, max(wide_sizes))
-        say(f"all-mpnet-base-v2 layers 4, 8, 12 of the first {max(wide_sizes)} sentences {mpnet.shape} "
-            f"({time.perf_counter() - tick:.0f} s)")
-        runs += [(n, 768, [mpnet[0], mpnet[1], mpnet[2]], "all-mpnet-base-v2 layers 4, 8, 12") for n in wide_sizes]
+        mpnet, wide_labels = glue_training_head_mpnet(args.glue_dir, args.wide_task, max(wide_sizes))
+        wide_sizes = [min(n, len(wide_labels)) for n in wide_sizes]  # RTE has 2,490 training examples
+        # SST-2's rows keep the name they were first measured under; another task's name it (fit: a mean over tasks)
+        data = "all-mpnet-base-v2 layers 4, 8, 12" + ("" if args.wide_task == "sst2" else f", {args.wide_task}")
+        say(f"all-mpnet-base-v2 layers 4, 8, 12 of the first {max(wide_sizes)} {args.wide_task} training examples "
+            f"{mpnet.shape} ({time.perf_counter() - tick:.0f} s)")
+        runs += [(n, 768, [mpnet[0], mpnet[1], mpnet[2]], data, wide_labels) for n in wide_sizes]
     else:
-        runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)], "")
+        runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)], "", labels_all)
                  for n in wide_sizes]
     if not (args.only_extrinsic or args.only_exact or args.wide_only or args.narrow_only):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
-        runs.append((2000, 384, [embedded[layer] for layer in range(6)], ""))
+        runs.append((2000, 384, [embedded[layer] for layer in range(6)], "", labels_all))
     for rank in args.narrow_ranks or ():
         # sources of a lower rank, as the workflow's svd_truncate derives them: the extrinsic LPs have a column
         # per direction of the source, so these rows give the extrinsic stages their cost below D = 384
         runs += [(n, rank, narrow_copies([embedded[3], embedded[4], embedded[5]], n, rank),
-                  f"all-MiniLM-L6-v2 layers 4-6, SVD-truncated to rank {rank}") for n in args.narrow_sizes]
+                  f"all-MiniLM-L6-v2 layers 4-6, SVD-truncated to rank {rank}", labels_all) for n in args.narrow_sizes]
     measured, probes = [], []
-    for n, d, full_reps, data in runs:
+    for n, d, full_reps, data, labels in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
         # d_worst's cost per classifier depends on how many classifiers share a block (the working
         # set is shared): the paper's 100 per target up to N = 8,000, 25 beyond (time)
@@ -364,8 +367,8 @@ def measure_all(args: argparse.Namespace) -> None:
         search = args.search_sizes is None or n in args.search_sizes
         narrow = d < 384
         stages = (measure_solver(reps) if args.only_solver and not narrow
-                  else measure_exact_extrinsic(reps, labels_all[:n], n_random, search) if args.only_exact and not narrow
-                  else measure_one(reps, labels_all[:n], n_random, args.only_extrinsic or narrow,
+                  else measure_exact_extrinsic(reps, labels[:n], n_random, search) if args.only_exact and not narrow
+                  else measure_one(reps, labels[:n], n_random, args.only_extrinsic or narrow,
                                    search=search))
         if narrow:  # the stages priced at the source's rank; the probes train on all 384 columns
             stages = {stage: value for stage, value in stages.items() if stage in NARROW_STAGES}
@@ -420,7 +423,8 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     except for a working-set stage); a ``d_aff`` row where the solver takes its working-set path
     (:func:`affine_homotopy.jobs.cost.solver_stage`) counts for ``d_aff_working_set``; of several rows of one (stage, N, D, K) the last one counts (a
     re-measured stage replaces its rows). Rows of a real encoder of a width replace those of layers side by side
-    at that width (:func:`real_width_rows`). A "scaled" row (the local extrinsic estimator) is
+    at that width (:func:`real_width_rows`). Rows of one (stage, N, D, K) measured on different data (``data``:
+    one encoder's layers on several GLUE tasks) count as their mean. A "scaled" row (the local extrinsic estimator) is
     multiplied by the certified / local CPU ratio at its N (:func:`certified_ratio`). (The factorisation
     rows of the solver-only runs, ``measure --only-solver`` on a loaded machine, are "no": such a run
     times the factorisation only to subtract it from d_aff, and the full runs measured it at a lower
@@ -436,7 +440,7 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
 
     jobs = JOB_MEASUREMENTS if jobs is None else jobs
     speed = fitted_speed_reference(CALIBRATION if calibration is None else calibration, measurements)
-    latest = {(r["stage"], r["n"], r["d"], r["k"]): r
+    latest = {(r["stage"], r["n"], r["d"], r["k"], r.get("data") or ""): r
               for r in real_width_rows(read_measurements(measurements)) if r["fit"] != "no"}
     rows: dict[str, list[dict[str, str]]] = defaultdict(list)
     for row in latest.values():
@@ -453,7 +457,7 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
                  "transfer": "the rows' own probes"}
     stages = {}
     for stage, chosen in rows.items():
-        points = []
+        by_shape: dict[tuple[int, int, str], list[float]] = defaultdict(list)
         for row in chosen:
             seconds = float(row["seconds_per_unit"])
             if row.get("speed_probe_seconds"):  # measured on another machine: at the reference machine's speed
@@ -463,7 +467,10 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
                 if ratio is None:
                     raise ValueError(f"{measurements.name}: a scaled {stage} row, but {ratios.name} has no {stage} ratio")
                 seconds *= ratio
-            points.append((int(row["n"]), int(row["d"]), seconds))
+            by_shape[(int(row["n"]), int(row["d"]), row["k"])].append(seconds)
+        # the rows of one (N, D, K) on different data (several tasks' embeddings): their mean, the expected cost
+        # of a pair over those tasks, which the projection sums (a pair's extrinsic LPs cost what its data make them)
+        points = [(n, d, statistics.fmean(values)) for (n, d, _), values in by_shape.items()]
         seconds_ref, n_exponent, d_exponent, residual = fit_stage(points)
         d_factors = [[d, significant(factor)] for d, factor in fit_width_factors(points).items()]
         units = {row["unit"] for row in chosen}
@@ -1169,6 +1176,9 @@ def main() -> None:
     m.add_argument("--wide-model", choices=["minilm-layers", "mpnet"], default="minilm-layers",
                    help="the D = 768 encoders: two MiniLM-L6 layers side by side (1+2, 3+4, 5+6), or "
                         "all-mpnet-base-v2's layers 4, 8 and 12 (a real 768-wide encoder; staged from PyPI)")
+    m.add_argument("--wide-task", choices=["sst2", "cola", "mrpc", "rte"], default="sst2",
+                   help="with --wide-model mpnet: the GLUE task whose first training examples it embeds (the fit "
+                        "takes the mean of the tasks' rows: the extrinsic LPs' cost depends on the data)")
     m.add_argument("--only-exact", action="store_true",
                    help="only the extrinsic stages of exact pairs (d_psi_exact, d_worst_exact, d_worst_search_exact)")
     m.add_argument("--only-extrinsic", action="store_true",

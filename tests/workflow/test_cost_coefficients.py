@@ -221,6 +221,27 @@ def test_a_real_encoders_rows_of_a_width_replace_that_widths_side_by_side_rows_o
     assert (stages["d_psi"]["seconds_ref"], stages["d_psi"]["n_exponent"]) == (1.0, 1.0)
 
 
+def test_rows_of_one_size_on_several_tasks_count_as_their_mean_and_a_tasks_rerun_replaces_its_row(tmp_path: Path
+                                                                                                 ) -> None:
+    """Made-up d_psi rows of a real 768-wide encoder at N = 2,000 on three tasks (one of them measured
+    twice: its later row counts): the factor at 768 is the arithmetic mean of the tasks' costs over
+    D = 384's, (0.2 x 2 + 0.2 x 4 + 0.2 x 30) / 3 / 0.2 = 12, not their geometric mean (about 6.2)."""
+    from benchmarks.cost_model import FIELDS, fitted_coefficients
+
+    def row(n: int, d: int, seconds: float, data: str = "", date: str = "2030-01-02") -> dict[str, object]:
+        return {"stage": "d_psi", "n": n, "d": d, "k": 3, "units": 6, "seconds_per_unit": seconds,
+                "unit": "ordered pair", "threads": 1, "load_1min": 1.0, "machine": "test", "date": date,
+                "fit": "measured", "data": data}
+
+    rows = [row(n, 384, n / 10_000) for n in (2000, 8000)]
+    rows += [row(2000, 768, 0.2 * 500, data="encoder, task a", date="2030-01-01"),  # re-measured below
+             row(2000, 768, 0.2 * 2, data="encoder, task a"), row(2000, 768, 0.2 * 4, data="encoder, task b"),
+             row(2000, 768, 0.2 * 30, data="encoder, task c")]
+    stage = fitted_coefficients(write_rows(tmp_path / "m.csv", FIELDS, rows), tmp_path / "no_ratios.csv")["stages"]["d_psi"]
+    assert stage["d_factors"] == [[768, 12.0]]
+    assert (stage["seconds_ref"], stage["n_exponent"], stage["n"]) == (1.0, 1.0, [2000, 8000])
+
+
 def test_the_narrow_rows_sources_are_the_workflows_truncations_at_exactly_that_rank() -> None:
     """measure --narrow-ranks: each layer's rows projected onto the top `rank` principal directions of the
     centred rows (checked by numpy's SVD), as models/derived.py's svd_truncate derives an encoder."""
