@@ -193,8 +193,10 @@ def measure_one(reps: list[np.ndarray], labels: np.ndarray, n_random: int, only_
 
 
 # the stages measure --narrow-ranks records: the certified extrinsic stages of inexact pairs, which the
-# projection prices at the source's rank (an exact pair's close at their first LP at any rank)
-NARROW_STAGES = ("d_psi", "d_worst", "d_worst_search")
+# projection prices at the source's rank (an exact pair's close at their first LP at any rank), and d_aff,
+# priced at the pair's mean rank: below D = 384 its cost does not fall as its growth above 384 does (its
+# passes over the N x D target do not shrink with the source's rank), and SVD-truncated copies are common
+NARROW_STAGES = ("d_aff", "d_psi", "d_worst", "d_worst_search")
 
 
 def narrow_copies(layers: list[np.ndarray], n: int, rank: int) -> list[np.ndarray]:
@@ -368,7 +370,7 @@ def measure_all(args: argparse.Namespace) -> None:
         narrow = d < 384
         stages = (measure_solver(reps) if args.only_solver and not narrow
                   else measure_exact_extrinsic(reps, labels[:n], n_random, search) if args.only_exact and not narrow
-                  else measure_one(reps, labels[:n], n_random, args.only_extrinsic or narrow,
+                  else measure_one(reps, labels[:n], n_random, args.only_extrinsic,
                                    search=search))
         if narrow:  # the stages priced at the source's rank; the probes train on all 384 columns
             stages = {stage: value for stage, value in stages.items() if stage in NARROW_STAGES}
@@ -1188,7 +1190,7 @@ def main() -> None:
     m.add_argument("--wide-only", action="store_true", help="only the D = 768 runs (--wide-sizes)")
     m.add_argument("--narrow-ranks", type=int, nargs="*", default=[],
                    help="also sources of these ranks below 384 (MiniLM layers 4-6, SVD-truncated as the workflow's "
-                        "svd_truncate derives them): their d_psi, d_worst and search rows")
+                        "svd_truncate derives them): their d_aff, d_psi, d_worst and search rows")
     m.add_argument("--narrow-sizes", type=int, nargs="+", default=[2000], help="the N of the --narrow-ranks runs")
     m.add_argument("--narrow-only", action="store_true", help="only the --narrow-ranks runs")
     m.add_argument("--n-random", type=int, help="random classifiers per target (default: 100 up to N = 8,000, 25 "

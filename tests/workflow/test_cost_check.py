@@ -152,7 +152,7 @@ def test_a_rule_whose_jobs_ran_on_more_threads_says_so(tmp_path: Path, capsys, m
     assert re.search(r"^intrinsic\s.*\s2$", table, re.M) and re.search(r"^probe\s.*\s1$", table, re.M), table
     from benchmarks import cost_model
 
-    monkeypatch.setattr("affine_homotopy.jobs.resources.job_projection", lambda config, tokens=None: projected)
+    monkeypatch.setattr("affine_homotopy.jobs.resources.job_projection", lambda config, tokens=None, widths=None: projected)
     monkeypatch.setattr("affine_homotopy.jobs.resources.planned_jobs", lambda config: {"intrinsic": 2, "probe": 1})
     cost_model.check(argparse.Namespace(run=tmp_path / "results" / "toy", cores=2))
     out = capsys.readouterr().out
