@@ -204,31 +204,33 @@ def sst2_training_head_mpnet(glue_dir: Path, count: int, layers: Sequence[int] =
     return cached_array(f"sst2_mpnet_n{count}_{key}.npy", embed)[0]
 
 
-def glue_training_head_mpnet(glue_dir: Path, glue_task: str, count: int, layers: Sequence[int] = (4, 8, 12)
-                             ) -> tuple[np.ndarray, np.ndarray]:
+def glue_training_head(glue_dir: Path, glue_task: str, count: int, encoder: str = "mpnet",
+                       layers: Sequence[int] = (4, 8, 12)) -> tuple[np.ndarray, np.ndarray]:
     """The first ``count`` training examples (file order) of GLUE task ``glue_task`` (``sst2``, ``cola``,
-    ``mrpc``, ``rte``: read as the workflow reads a ``glue_dir`` task) embedded by all-mpnet-base-v2
-    (``mpnet`` of config/real_models.yaml, mean pooling, D = 768; a pair task's two texts as one input,
-    as the embed rule joins them) at ``layers``, and their labels: ((len(layers), count, 768) float32,
-    (count,)), the embeddings cached under CACHE_DIR. SST-2's are :func:`sst2_training_head_mpnet`'s."""
+    ``mrpc``, ``rte``: read as the workflow reads a ``glue_dir`` task) embedded by ``encoder`` (``mpnet``:
+    all-mpnet-base-v2 of config/real_models.yaml, D = 768; ``minilm``: all-MiniLM-L6-v2, D = 384; mean
+    pooling, a pair task's two texts as one input, as the embed rule joins them) at ``layers``, and their
+    labels: ((len(layers), count, D) float32, (count,)), the embeddings cached under CACHE_DIR. SST-2's
+    through mpnet are :func:`sst2_training_head_mpnet`'s."""
     from affine_homotopy.models.task_data import read_glue_tsv
     from affine_homotopy.study.tasks import GLUE_FORMATS
 
     frame = read_glue_tsv(required_glue_file(glue_dir, GLUE_FORMATS[glue_task].folder), glue_task).head(count)
     labels = frame["label"].to_numpy(dtype=np.int64)
-    if glue_task == "sst2":
+    if glue_task == "sst2" and encoder == "mpnet":
         return sst2_training_head_mpnet(glue_dir, count, layers), labels
     texts_a = frame["text_a"].tolist()
     texts_b = frame["text_b"].tolist() if frame["text_b"].notna().all() else None
-    key = hashlib.sha256(("\n".join(texts_a) + "\n".join(texts_b or []) + "mpnet" + repr(tuple(layers))).encode()
+    key = hashlib.sha256(("\n".join(texts_a) + "\n".join(texts_b or []) + encoder + repr(tuple(layers))).encode()
                          ).hexdigest()[:12]
 
     def embed() -> np.ndarray:
         from affine_homotopy.models.encoders import embed_texts
 
-        return embed_texts(staged_pypi_encoder("mpnet"), texts_a, texts_b, layers=list(layers))
+        loaded = staged_pypi_encoder("mpnet") if encoder == "mpnet" else minilm_encoder()
+        return embed_texts(loaded, texts_a, texts_b, layers=list(layers))
 
-    return cached_array(f"{glue_task}_mpnet_n{count}_{key}.npy", embed)[0], labels
+    return cached_array(f"{glue_task}_{encoder}_n{len(labels)}_{key}.npy", embed)[0], labels
 
 
 def sst2_training_set_l3(glue_dir: Path) -> np.ndarray:

@@ -337,11 +337,22 @@ def measure_all(args: argparse.Namespace) -> None:
         for n in sizes]
     if args.narrow_only:
         wide_sizes = []
+    # the D = 384 and narrow runs' three layers: MiniLM-L6's 4-6 of SST-2's training set, or of another
+    # task's first examples, their rows named by it
+    base, base_labels, base_name = [embedded[3], embedded[4], embedded[5]], labels_all, ""
+    if args.data_task != "sst2":
+        from benchmarks.common import glue_training_head
+
+        head, base_labels = glue_training_head(args.glue_dir, args.data_task, max(sizes + args.narrow_sizes), "minilm",
+                                               (4, 5, 6))
+        base, base_name = [head[0], head[1], head[2]], f", {args.data_task}"
+        runs = [(n, 384, base, f"all-MiniLM-L6-v2 layers 4, 5, 6{base_name}", base_labels)
+                for n in sorted({min(n, len(base_labels)) for n in sizes})] if runs else []
     if args.wide_model == "mpnet" and wide_sizes:  # a real 768-wide encoder: three of its layers
-        from benchmarks.common import glue_training_head_mpnet
+        from benchmarks.common import glue_training_head
 
         tick = time.perf_counter()
-        mpnet, wide_labels = glue_training_head_mpnet(args.glue_dir, args.wide_task, max(wide_sizes))
+        mpnet, wide_labels = glue_training_head(args.glue_dir, args.wide_task, max(wide_sizes))
         wide_sizes = [min(n, len(wide_labels)) for n in wide_sizes]  # RTE has 2,490 training examples
         # SST-2's rows keep the name they were first measured under; another task's name it (fit: a mean over tasks)
         data = "all-mpnet-base-v2 layers 4, 8, 12" + ("" if args.wide_task == "sst2" else f", {args.wide_task}")
@@ -351,13 +362,15 @@ def measure_all(args: argparse.Namespace) -> None:
     else:
         runs += [(n, 768, [np.concatenate([embedded[a], embedded[a + 1]], axis=1) for a in (0, 2, 4)], "", labels_all)
                  for n in wide_sizes]
-    if not (args.only_extrinsic or args.only_exact or args.wide_only or args.narrow_only):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
+    if not (args.only_extrinsic or args.only_exact or args.wide_only or args.narrow_only
+            or args.data_task != "sst2"):  # K = 6: per-pair cost independent of K (cheap with --only-solver)
         runs.append((2000, 384, [embedded[layer] for layer in range(6)], "", labels_all))
     for rank in args.narrow_ranks or ():
         # sources of a lower rank, as the workflow's svd_truncate derives them: the extrinsic LPs have a column
         # per direction of the source, so these rows give the extrinsic stages their cost below D = 384
-        runs += [(n, rank, narrow_copies([embedded[3], embedded[4], embedded[5]], n, rank),
-                  f"all-MiniLM-L6-v2 layers 4-6, SVD-truncated to rank {rank}", labels_all) for n in args.narrow_sizes]
+        runs += [(n, rank, narrow_copies(base, n, rank),
+                  f"all-MiniLM-L6-v2 layers 4-6{base_name}, SVD-truncated to rank {rank}", base_labels)
+                 for n in args.narrow_sizes]
     measured, probes = [], []
     for n, d, full_reps, data, labels in runs:
         reps = [np.ascontiguousarray(r[:n]) for r in full_reps]
@@ -370,7 +383,7 @@ def measure_all(args: argparse.Namespace) -> None:
             f"load {os.getloadavg()[0]:.2f}, speed probe {probe:.4f} s)")
         search = args.search_sizes is None or n in args.search_sizes
         narrow = d < 384
-        stages = (measure_solver(reps) if args.only_solver and not narrow
+        stages = (measure_solver(reps) if args.only_solver
                   else measure_exact_extrinsic(reps, labels[:n], n_random, search) if args.only_exact and not narrow
                   else measure_one(reps, labels[:n], n_random, args.only_extrinsic,
                                    search=search))
@@ -1180,6 +1193,10 @@ def main() -> None:
     m.add_argument("--wide-model", choices=["minilm-layers", "mpnet"], default="minilm-layers",
                    help="the D = 768 encoders: two MiniLM-L6 layers side by side (1+2, 3+4, 5+6), or "
                         "all-mpnet-base-v2's layers 4, 8 and 12 (a real 768-wide encoder; staged from PyPI)")
+    m.add_argument("--data-task", choices=["sst2", "cola", "mrpc", "rte"], default="sst2",
+                   help="the D = 384 runs' data: SST-2's training set (sampled; default), or all-MiniLM-L6-v2 "
+                        "layers 4-6 of another task's first training examples, its rows named by it (the fit takes "
+                        "the mean of the tasks' rows of one size: d_aff's fits a pair differ by task)")
     m.add_argument("--wide-task", choices=["sst2", "cola", "mrpc", "rte"], default="sst2",
                    help="with --wide-model mpnet: the GLUE task whose first training examples it embeds (the fit "
                         "takes the mean of the tasks' rows: the extrinsic LPs' cost depends on the data)")
