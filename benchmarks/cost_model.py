@@ -393,7 +393,7 @@ def measure_all(args: argparse.Namespace) -> None:
         measured += [{"stage": stage, "n": n, "d": d, "k": len(reps), "units": units, "seconds_per_unit": f"{value:.6g}",
                       "unit": unit, "threads": 1, "load_1min": f"{os.getloadavg()[0]:.2f}",
                       "machine": f"{platform.node()} ({os.cpu_count()} cores)", "date": time.strftime("%Y-%m-%d"),
-                      "fit": "measured", "data": data}
+                      "fit": "no" if args.not_fitted else "measured", "data": data}
                      for stage, (value, units, unit) in stages.items()]
         say("    " + ", ".join(f"{stage} {value:.3g} s" for stage, (value, _, _) in stages.items())
             + f"  [{time.perf_counter() - tick:.0f} s]")
@@ -1200,6 +1200,10 @@ def main() -> None:
     m.add_argument("--wide-task", choices=["sst2", "cola", "mrpc", "rte"], default="sst2",
                    help="with --wide-model mpnet: the GLUE task whose first training examples it embeds (the fit "
                         "takes the mean of the tasks' rows: the extrinsic LPs' cost depends on the data)")
+    m.add_argument("--not-fitted", action="store_true",
+                   help="record the rows with fit 'no': measured beside the model (a check of how a stage grows), "
+                        "not fitted (one task's row at a size where the fit takes the mean of several tasks' would "
+                        "weigh that task alone there)")
     m.add_argument("--only-exact", action="store_true",
                    help="only the extrinsic stages of exact pairs (d_psi_exact, d_worst_exact, d_worst_search_exact)")
     m.add_argument("--only-extrinsic", action="store_true",
