@@ -438,7 +438,7 @@ def fitted_coefficients(measurements: Path = MEASUREMENTS, ratios: Path = RATIOS
     Per stage, the rows at K = 3 whose ``fit`` column is not "no" (the K = 6 rows check that the
     per-pair cost does not depend on K; the K = 2 rows, at the full 67,349, stay outside the fit,
     except for a working-set stage); a ``d_aff`` row where the solver takes its working-set path
-    (:func:`affine_homotopy.jobs.cost.solver_stage`) counts for ``d_aff_working_set``; of several rows of one (stage, N, D, K) the last one counts (a
+    (:func:`affine_homotopy.jobs.cost.solver_stage`) counts for ``d_aff_working_set``; of several rows of one (stage, N, D, K) and data the last one counts (a
     re-measured stage replaces its rows). Rows of a real encoder of a width replace those of layers side by side
     at that width (:func:`real_width_rows`). Rows of one (stage, N, D, K) measured on different data (``data``:
     one encoder's layers on several GLUE tasks) count as their mean. A "scaled" row (the local extrinsic estimator) is
