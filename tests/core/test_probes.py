@@ -163,3 +163,51 @@ def test_random_probe_method_dispatch() -> None:
     np.testing.assert_array_equal(sgd.weight, fit_random_probes_sgd(x, labels, 2, (0.1,), 2, 16, 0.0, 3).weight)
     with pytest.raises(ValueError, match="'sgd' or 'lbfgs'"):
         fit_random_probes(x, labels, 2, {"method": "adam"}, task_l2=0.1)
+
+
+def encoder_with_rounding_columns(seed: int, n: int = 600, d: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """float32 representations whose first four columns are constant up to float32 rounding (as in
+    the last layers of some sentence encoders), and labels that the other columns carry."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d)) * 0.1
+    x[:, 0], x[:, 1] = 0.5, -0.25
+    x[:, 2] = 0.3 + 4e-8 * rng.standard_normal(n)
+    x[:, 3] = 0.7 + 5e-7 * rng.standard_normal(n)
+    x = x.astype(np.float32)
+    y = (x[:, 4] + 0.5 * x[:, 5] + 0.05 * rng.standard_normal(n) > 0).astype(int)
+    return x, y
+
+
+def test_columns_at_the_rounding_level_get_no_weight_and_small_real_columns_keep_theirs() -> None:
+    x, y = encoder_with_rounding_columns(6)
+    x64 = x.astype(np.float64)
+    assert np.all(x64[:, 2:4].std(0) > 0)  # rounding noise, not constants
+    probe = fit_softmax_probe(x, y, 2)
+    np.testing.assert_array_equal(probe.weight[:4], 0.0)
+    heads = fit_softmax_probes(x, random_labels(len(y), 2, range(3)), 2, l2=0.01, max_iter=200)
+    np.testing.assert_array_equal(heads.weight[:, :4], 0.0)
+    # a column 1e-3 as wide as the others is signal, not rounding: standardised and used
+    small = x64.copy()
+    small[:, 4:6] *= 1e-3
+    small_probe, probe64 = fit_softmax_probe(small, y, 2), fit_softmax_probe(x64, y, 2)
+    assert accuracy(y, probe64.predict(x64)) > 0.8
+    np.testing.assert_array_equal(small_probe.predict(small), probe64.predict(x64))
+    scaled_back = small_probe.weight[4:6] * small[:, 4:6].std(0)[:, None]
+    np.testing.assert_allclose(scaled_back, probe64.weight[4:6] * x64[:, 4:6].std(0)[:, None], rtol=1e-6, atol=1e-9)
+    assert np.abs(scaled_back).min() > 0.1
+
+
+def test_an_encoder_with_rounding_columns_is_at_d_psi_zero_from_its_affine_image() -> None:
+    """d_psi is invariant under invertible affine maps of the source (Eq. 20): the image A x + b of an
+    encoder reproduces the encoder's own task probe exactly, whatever x's near-constant columns hold."""
+    from affine_homotopy import api
+
+    x, y = encoder_with_rounding_columns(7)
+    rng = np.random.default_rng(8)
+    linear = rng.standard_normal((x.shape[1], x.shape[1])) / 4.0
+    image = (x.astype(np.float64) @ linear + rng.standard_normal(x.shape[1])).astype(np.float32)
+    probe = fit_softmax_probe(x, y, 2)
+    assert np.linalg.norm(probe.weight, 2) < 100  # no weight on rounding noise
+    result = api.d_psi(image, x, (probe.weight, probe.bias))
+    assert result.certified
+    assert result.value < 1e-3

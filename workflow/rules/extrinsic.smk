@@ -32,6 +32,7 @@ rule probe:
         settings=config["probe"],
         n_random=N_RANDOM_PROBES,
         random_probes=config["extrinsic"]["random_probes"],
+        rank_multiplier=config["intrinsic"]["rank_multiplier"],
     script:
         "../scripts/probe.py"
 

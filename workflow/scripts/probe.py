@@ -41,7 +41,7 @@ def main(snakemake):
         dev = read_embeddings(snakemake.input.dev, layer)
         probe = fit_softmax_probe(
             train, y_train, info.n_classes, settings["l2_grid"], settings["validation_fraction"],
-            settings["max_iter"],
+            settings["max_iter"], rank_multiplier=snakemake.params.rank_multiplier,
         )
         metrics = score(info.metrics, y_dev, probe.predict(dev))
         row = {"encoder": encoder, "layer": layer, **metrics,
@@ -51,7 +51,7 @@ def main(snakemake):
         randoms, random_accuracy = None, None
         if n_random:
             randoms = fit_random_probes(train, labels, info.n_classes, snakemake.params.random_probes, probe.l2,
-                                        settings["random_max_iter"])
+                                        settings["random_max_iter"], rank_multiplier=snakemake.params.rank_multiplier)
             random_norm, random_accuracy = randoms.norms(), randoms.train_accuracy(train, labels)
             # how sharp the classifiers are: memorised random labels (above 1/C) and Lemma 5.2's factor
             row.update({

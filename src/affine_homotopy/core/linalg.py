@@ -68,11 +68,10 @@ def rank_threshold(sigma_max: float, n_rows: int, n_cols: int, rank_multiplier: 
     return rank_multiplier * sigma_max * FLOAT32_EPS * max(n_rows, n_cols)
 
 
-def numerical_rank(
-    singular_values: np.ndarray | torch.Tensor, n_rows: int, n_cols: int, rank_multiplier: float = 5.0,
-    data_scale: float = 0.0,
-) -> int:
-    """Singular values above the rank rule's threshold.
+def rank_cutoff(sigma_max: float, n_rows: int, n_cols: int, rank_multiplier: float = 5.0,
+                data_scale: float = 0.0) -> float:
+    """The rank rule's threshold for a centred (n_rows, n_cols) matrix whose largest singular value
+    is ``sigma_max``: a direction whose singular value is at or below it is rounding noise.
 
     ``data_scale`` (the largest row norm of the *uncentred* data) adds an absolute floor
     ``rank_multiplier * eps(float32) * data_scale``: when centring leaves only rounding noise (all rows
@@ -80,15 +79,22 @@ def numerical_rank(
     Inside :func:`rank_precision` (``torch.float64``) both parts use eps(float64), the floor
     ``rank_multiplier * eps(float64) * sqrt(n_rows) * data_scale`` (module docstring).
     """
+    if _RANK_PRECISION.get() == torch.float64:
+        floor = math.sqrt(n_rows) * data_scale
+        return rank_multiplier * FLOAT64_EPS * max(sigma_max * max(n_rows, n_cols), floor)
+    # float32's rule (the workflow's, bit for bit)
+    return max(rank_threshold(sigma_max, n_rows, n_cols, rank_multiplier), rank_multiplier * FLOAT32_EPS * data_scale)
+
+
+def numerical_rank(
+    singular_values: np.ndarray | torch.Tensor, n_rows: int, n_cols: int, rank_multiplier: float = 5.0,
+    data_scale: float = 0.0,
+) -> int:
+    """Singular values above the rank rule's threshold (:func:`rank_cutoff`)."""
     s = torch.as_tensor(singular_values)
     if s.numel() == 0 or float(s.max()) == 0.0:
         return 0
-    if _RANK_PRECISION.get() == torch.float64:
-        floor = math.sqrt(n_rows) * data_scale
-        threshold = rank_multiplier * FLOAT64_EPS * max(float(s.max()) * max(n_rows, n_cols), floor)
-    else:  # float32's rule (the workflow's, bit for bit)
-        threshold = max(rank_threshold(float(s.max()), n_rows, n_cols, rank_multiplier),
-                        rank_multiplier * FLOAT32_EPS * data_scale)
+    threshold = rank_cutoff(float(s.max()), n_rows, n_cols, rank_multiplier, data_scale)
     return int((s > threshold).sum())
 
 

@@ -6,7 +6,10 @@ with the analytic gradient, in float64) on features standardised with the fit sp
 standard deviation; the objective is the mean cross entropy plus the L2 penalty
 ``l2 / 2 * ||W_std||_F^2`` (bias unpenalised) on those standardised weights, and the
 standardisation is folded back into ``W`` and ``b`` so that the stored probe applies to raw
-representations. ``l2`` is chosen from a grid by accuracy on a deterministic hold-out of the fit
+representations. A column at the rounding level (its centred norm at or below the rank rule's
+threshold, :mod:`affine_homotopy.core.linalg`) gets weight 0: the measures map encoders through
+their rank-ruled bases, so a probe that read rounding noise would be a classifier no other encoder,
+not even its own affine image, could follow. ``l2`` is chosen from a grid by accuracy on a deterministic hold-out of the fit
 split (ties go to the stronger penalty), then the probe is refitted on the whole fit split.
 
 Random-label probes (the classifiers of the paper's worst-case measure, Eq. 23) are fitted to
@@ -37,6 +40,8 @@ import numpy as np
 import scipy.optimize
 import torch
 
+from .linalg import rank_cutoff
+
 log = logging.getLogger(__name__)
 
 
@@ -64,12 +69,28 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=1, keepdims=True)
 
 
-def _standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _standardise(X: np.ndarray, rank_multiplier: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+    """The fit split's column means and scales: ``Z = (X - mean) / scale``, the column's standard deviation.
+
+    A column whose centred norm (``std * sqrt(N)``) is at or below the rank rule's threshold for
+    ``X`` (:func:`affine_homotopy.core.linalg.rank_cutoff` with ``rank_multiplier``) is rounding
+    noise and gets scale ``inf``: its ``Z`` column is 0 and the probe's weight on it 0. Scaled to unit variance instead,
+    float32 rounding in a constant column (a std of 1e-7 of the column's value) would become a
+    feature like any other, and the probe's weight on it, folded back to raw units, would be about
+    ``1 / std``: logits that follow rounding noise, which no map of another encoder's rank-ruled
+    basis can follow (an encoder would then be far, in ``d_psi``, from its own affine image).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, dim = X.shape
     mean = X.mean(axis=0)
+    centred = X - mean
     std = X.std(axis=0)
-    floor = max(float(std.max()), 1.0) * 1e-8
-    std = np.where(std > floor, std, 1.0)  # constant features: leave unscaled, they carry nothing
-    return mean, std
+    # sigma_1 of the centred matrix, from its (D, D) Gram matrix: the rank rule's scale
+    sigma_max = math.sqrt(max(float(np.linalg.eigvalsh(centred.T @ centred)[-1]), 0.0)) if dim else 0.0
+    data_scale = float(np.sqrt((X**2).sum(axis=1)).max()) if n else 0.0
+    cutoff = rank_cutoff(sigma_max, n, dim, rank_multiplier, data_scale)
+    signal = std * math.sqrt(n) > cutoff
+    return mean, np.where(signal, std, np.inf)
 
 
 def _lbfgs_logistic(
@@ -147,8 +168,11 @@ def fit_softmax_probe(
     validation_fraction: float = 0.2,
     max_iter: int = 500,
     seed: int = 0,
+    rank_multiplier: float = 5.0,
 ) -> SoftmaxProbe:
-    """Fit a probe on (X, y); see the module docstring for the conventions."""
+    """Fit a probe on (X, y); see the module docstring for the conventions. ``rank_multiplier``: the
+    rank rule's (the config's ``intrinsic.rank_multiplier``), for the columns that are rounding noise
+    (:func:`_standardise`)."""
     X = np.asarray(X, dtype=np.float64)
     # a copy: labels read from a parquet table are a read-only view, which torch.from_numpy warns about
     y = np.array(y, dtype=np.int64)
@@ -156,8 +180,8 @@ def fit_softmax_probe(
         raise ValueError(f"X must be (N, D) with one label per row; got X {X.shape}, y {y.shape}")
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {y.min()}..{y.max()}")
-    mean, std = _standardise(X)
-    Z = (X - mean) / std
+    mean, scale = _standardise(X, rank_multiplier)
+    Z = (X - mean) / scale
     scores: dict[float, float] = {}
     grid = sorted(set(float(v) for v in l2_grid))
     if len(grid) > 1:
@@ -172,8 +196,8 @@ def fit_softmax_probe(
     else:
         best = grid[0]
     w, b, iterations = _lbfgs_softmax(Z, y, n_classes, best, max_iter)
-    weight = w / std[:, None]
-    bias = b - (mean / std) @ w
+    weight = w / scale[:, None]
+    bias = b - (mean / scale) @ w
     log.info("probe fitted: l2=%g after %d L-BFGS iterations (hold-out accuracies %s)", best, iterations, scores)
     return SoftmaxProbe(weight, bias, best, iterations, scores)
 
@@ -218,6 +242,7 @@ def fit_softmax_probes(
     l2: float,
     max_iter: int = 500,
     device: torch.device | str = "cpu",
+    rank_multiplier: float = 5.0,
 ) -> ProbeSet:
     """Fit one probe per column of ``Y`` (N, H) on the same ``X`` as one multi-head problem.
 
@@ -231,12 +256,12 @@ def fit_softmax_probes(
         raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
     if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
         raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}")
-    mean, std = _standardise(X)
-    Z = torch.from_numpy((X - mean) / std).to(device)
+    mean, scale = _standardise(X, rank_multiplier)
+    Z = torch.from_numpy((X - mean) / scale).to(device)
     w, b, iterations = _lbfgs_logistic(Z, torch.from_numpy(Y).to(device), n_classes, float(l2), max_iter)
     w_np, b_np = w.cpu().numpy(), b.cpu().numpy()
-    weight = w_np / std[None, :, None]
-    bias = b_np - np.einsum("d,hdc->hc", mean / std, w_np)
+    weight = w_np / scale[None, :, None]
+    bias = b_np - np.einsum("d,hdc->hc", mean / scale, w_np)
     log.info("%d probes fitted jointly: l2=%g after %d L-BFGS iterations", Y.shape[1], l2, iterations)
     return ProbeSet(weight, bias, float(l2), iterations)
 
@@ -325,18 +350,19 @@ def fit_random_probes_sgd(
 
 def fit_random_probes(
     X: np.ndarray, Y: np.ndarray, n_classes: int, spec: Mapping[str, object], task_l2: float,
-    lbfgs_max_iter: int = 100, device: torch.device | str = "cpu",
+    lbfgs_max_iter: int = 100, device: torch.device | str = "cpu", rank_multiplier: float = 5.0,
 ) -> ProbeSet:
     """Random-label probes as configured (``extrinsic.random_probes``): ``method`` ``sgd`` (the
     paper's protocol, :func:`fit_random_probes_sgd`, with the spec's epochs, batch size, learning
-    rates, l2 and seed) or ``lbfgs`` (:func:`fit_softmax_probes` with the task probe's ``task_l2``)."""
+    rates, l2 and seed) or ``lbfgs`` (:func:`fit_softmax_probes` with the task probe's ``task_l2``
+    and the rank rule's ``rank_multiplier``)."""
     method = spec.get("method", "sgd")
     if method == "sgd":
         return fit_random_probes_sgd(
             X, Y, n_classes, tuple(spec.get("learning_rates", PAPER_LEARNING_RATES)), int(spec.get("epochs", 20)),
             int(spec.get("batch_size", 64)), float(spec.get("l2", 0.0)), int(spec.get("seed", 42)), device=device)
     if method == "lbfgs":
-        return fit_softmax_probes(X, Y, n_classes, task_l2, lbfgs_max_iter, device)
+        return fit_softmax_probes(X, Y, n_classes, task_l2, lbfgs_max_iter, device, rank_multiplier)
     raise ValueError(f"random probe method must be 'sgd' or 'lbfgs', got {method!r}")
 
 
