@@ -9,8 +9,9 @@ standardisation is folded back into ``W`` and ``b`` so that the stored probe app
 representations. A column at the rounding level (its centred norm at or below the rank rule's
 threshold, :mod:`affine_homotopy.core.linalg`) gets weight 0: the measures map encoders through
 their rank-ruled bases, so a probe that read rounding noise would be a classifier no other encoder,
-not even its own affine image, could follow. ``l2`` is chosen from a grid by accuracy on a deterministic hold-out of the fit
-split (ties go to the stronger penalty), then the probe is refitted on the whole fit split.
+not even its own affine image, could follow. ``l2`` is chosen from a grid by accuracy on a
+deterministic hold-out of the fit split (ties go to the stronger penalty), then the probe is
+refitted on the whole fit split.
 
 Random-label probes (the classifiers of the paper's worst-case measure, Eq. 23) are fitted to
 labels drawn uniformly from ``0..C-1`` with a seeded generator (:func:`random_labels`, seed ``s``
@@ -74,11 +75,12 @@ def _standardise(X: np.ndarray, rank_multiplier: float = 5.0) -> tuple[np.ndarra
 
     A column whose centred norm (``std * sqrt(N)``) is at or below the rank rule's threshold for
     ``X`` (:func:`affine_homotopy.core.linalg.rank_cutoff` with ``rank_multiplier``) is rounding
-    noise and gets scale ``inf``: its ``Z`` column is 0 and the probe's weight on it 0. Scaled to unit variance instead,
-    float32 rounding in a constant column (a std of 1e-7 of the column's value) would become a
-    feature like any other, and the probe's weight on it, folded back to raw units, would be about
-    ``1 / std``: logits that follow rounding noise, which no map of another encoder's rank-ruled
-    basis can follow (an encoder would then be far, in ``d_psi``, from its own affine image).
+    noise and gets scale ``inf``: its ``Z`` column is 0 and the probe's weight on it 0. Scaled to
+    unit variance instead, float32 rounding in a constant column (a std of 1e-7 of the column's
+    value) would become a feature like any other, and the probe's weight on it, folded back to raw
+    units, would be about ``1 / std``: logits that follow rounding noise, which no map of another
+    encoder's rank-ruled basis can follow (an encoder would then be far, in ``d_psi``, from its own
+    affine image).
     """
     X = np.asarray(X, dtype=np.float64)
     n, dim = X.shape
