@@ -11,8 +11,10 @@ derived encoder of one task there), else a synthetic stand-in of the demo's size
 
 ``--stability`` instead fits each task probe (``fit_softmax_probe``, the whole grid and refit) three
 ways: as it is, with the embeddings multiplied by ``1 + 1e-7 eps`` (eps standard normal, seed 0),
-and with 2 BLAS threads instead of 1; it prints whether the chosen l2 agrees and the largest change
-of the probe's class probabilities on the training rows.
+and with 2 BLAS threads instead of 1; it prints whether the chosen l2 agrees, the largest change
+of the probe's class probabilities on the training rows, whether the columns left at weight 0 (those at
+the rounding level, ``probes._standardise``) are the same three ways, and how far from the threshold
+that choice is: the largest such column's centred norm and the smallest other one's, over the threshold.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ import numpy as np  # noqa: E402  (after benchmarks.common: its environment defa
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from affine_homotopy.core.probes import _lbfgs_logistic, _lbfgs_softmax, _standardise, fit_softmax_probe  # noqa: E402
+from affine_homotopy.core.probes import (  # noqa: E402
+    _lbfgs_logistic, _lbfgs_softmax, _standardise, column_spread, fit_softmax_probe,
+)
 from affine_homotopy.jobs.io import read_embeddings, read_json  # noqa: E402
 
 GRID = (1e-4, 1e-3, 1e-2, 1e-1)
@@ -66,7 +70,10 @@ def stability(args: argparse.Namespace) -> None:
     worst = {"jitter": 0.0, "threads": 0.0}
     flips = {"jitter": 0, "threads": 0}
     fits = 0
-    print(f"{'encoder':<16}{'layer':<8}{'l2':>8}{'jitter: l2, max |dp|':>24}{'2 threads: l2, max |dp|':>27}")
+    margins = {"dropped": 0.0, "kept": np.inf}
+    column_flips = 0
+    print(f"{'encoder':<16}{'layer':<8}{'l2':>8}{'jitter: l2, max |dp|':>24}{'2 threads: l2, max |dp|':>27}"
+          f"{'zero cols':>10}{'largest zeroed / cut':>22}{'smallest kept / cut':>21}")
     for encoder, layer, X, y in problems(args):
         n_classes = int(y.max()) + 1
         with threadpool_limits(1):
@@ -82,11 +89,23 @@ def stability(args: argparse.Namespace) -> None:
             worst[name] = max(worst[name], change)
             flips[name] += other.l2 != base.l2
             cells.append(f"{other.l2:g}, {change:.1e}")
+        _, std, cutoff = column_spread(X)
+        relative = std * np.sqrt(X.shape[0]) / cutoff
+        zeroed = (base.weight == 0).all(axis=1)
+        column_flips += sum(int(((other.weight == 0).all(axis=1) != zeroed).sum()) for other in (jittered, threaded))
+        largest_zeroed = float(relative[zeroed].max()) if zeroed.any() else 0.0
+        smallest_kept = float(relative[~zeroed].min()) if (~zeroed).any() else np.inf
+        margins["dropped"] = max(margins["dropped"], largest_zeroed)
+        margins["kept"] = min(margins["kept"], smallest_kept)
         fits += 1
-        print(f"{encoder:<16}{layer:<8}{base.l2:>8g}{cells[0]:>24}{cells[1]:>27}")
+        print(f"{encoder:<16}{layer:<8}{base.l2:>8g}{cells[0]:>24}{cells[1]:>27}{int(zeroed.sum()):>10}"
+              f"{largest_zeroed:>22.1e}{smallest_kept:>21.1e}")
     print(f"\n{fits} task probes: chosen l2 differs under jitter on {flips['jitter']}, under 2 threads on "
           f"{flips['threads']}; largest change of a class probability {worst['jitter']:.1e} (jitter), "
           f"{worst['threads']:.1e} (2 threads)")
+    print(f"columns at weight 0 that differ from the plain fit's (jitter and 2 threads together): {column_flips}; "
+          f"centred norms over the threshold: zeroed columns at most {margins['dropped']:.1e}, the others at least "
+          f"{margins['kept']:.1e}")
 
 
 def main() -> None:

@@ -82,17 +82,24 @@ def _standardise(X: np.ndarray, rank_multiplier: float = 5.0) -> tuple[np.ndarra
     encoder's rank-ruled basis can follow (an encoder would then be far, in ``d_psi``, from its own
     affine image).
     """
+    mean, std, cutoff = column_spread(X, rank_multiplier)
+    signal = std * math.sqrt(X.shape[0]) > cutoff
+    return mean, np.where(signal, std, np.inf)
+
+
+def column_spread(X: np.ndarray, rank_multiplier: float = 5.0) -> tuple[np.ndarray, np.ndarray, float]:
+    """``X``'s column means, column standard deviations (as ``X.std(axis=0)`` computes them) and the rank
+    rule's threshold for ``X`` (:func:`affine_homotopy.core.linalg.rank_cutoff`), which a column's
+    centred norm ``std * sqrt(N)`` must exceed to carry signal (:func:`_standardise`)."""
     X = np.asarray(X, dtype=np.float64)
     n, dim = X.shape
     mean = X.mean(axis=0)
     centred = X - mean
-    std = X.std(axis=0)
+    std = np.sqrt((centred * centred).mean(axis=0))  # numpy's std, without centring X a second time
     # sigma_1 of the centred matrix, from its (D, D) Gram matrix: the rank rule's scale
     sigma_max = math.sqrt(max(float(np.linalg.eigvalsh(centred.T @ centred)[-1]), 0.0)) if dim else 0.0
     data_scale = float(np.sqrt((X**2).sum(axis=1)).max()) if n else 0.0
-    cutoff = rank_cutoff(sigma_max, n, dim, rank_multiplier, data_scale)
-    signal = std * math.sqrt(n) > cutoff
-    return mean, np.where(signal, std, np.inf)
+    return mean, std, rank_cutoff(sigma_max, n, dim, rank_multiplier, data_scale)
 
 
 def _lbfgs_logistic(
