@@ -1,0 +1,316 @@
+"""d_aff and the extrinsic measures on a GPU against one CPU thread, side by side in one run on one
+machine, with the values each device reports compared.
+
+Two steps, because a lent GPU machine cannot read the GLUE files or the embedding cache:
+
+1. here, write the data the run needs into a git-ignored folder small enough to travel with the
+   working tree (``--rows`` rows of two encoders, float32: 18,000 rows are 55 MB)::
+
+       OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.device_ratio --prepare .device_data [--rows 18000]
+
+2. on the GPU machine, from the repository root (the package's sources on ``PYTHONPATH``; the LPs need
+   ``highspy``)::
+
+       PYTHONPATH=src python3 -m benchmarks.device_ratio --data .device_data --commit REV [--out DIR]
+
+Data: SST-2's training sentences (``<glue-dir>/SST-2/train.tsv``, file order, the first ``--rows``)
+embedded by all-MiniLM-L6-v2 with mean pooling (:func:`benchmarks.common.sst2_training_set`), its
+layers 3 and 6 as two encoders, and the sentences' labels. The two ordered pairs (layer 3 -> layer 6
+and back) are the hard pairs of ``benchmarks/daff_passes.py``.
+
+What runs, each on the CPU with one torch thread and on the GPU (one CPU thread beside it), one
+after the other in this process, the GPU warmed up first (CUDA's start and the libraries' handles
+are not counted); wall seconds, the GPU synchronised before each clock reading:
+
+* **d_aff** (the engine as the workflow calls it: :func:`pairwise_intrinsic`, factorisation
+  included, ``tol`` 1e-3, float64, jacobi, working set) on both pairs at N = 2,000, at ``--rows`` and
+  at 67,349 (SST-2's training-set size) made of the ``--rows`` rows repeated in order: a pair's
+  d_aff is a maximum over rows, so repeating rows keeps the problem while each data pass costs what
+  one over the full set costs. Printed per pair: seconds, fits, the data passes (solver seconds over
+  one residual pass ``[X, 1] B - Y`` with its row norms, timed on the same device) and d_aff.
+* **extrinsic** (:func:`extrinsic_distances` at its default settings: certified d_psi, d_worst,
+  and d_worst_search at the default search budget) on both pairs at N = 2,000 (and at ``--rows``
+  with ``--extrinsic-rows``), with the task probes and 100 random-label SGD probes per encoder fitted
+  once on the CPU and shared by both runs. Printed per measure: seconds per pair on each device.
+
+The two devices' values are compared: a certified d_aff or d_psi is within ``tol`` (relative) of
+its optimum on either device, so the two agree to about ``tol``; a larger difference is a bug.
+
+Output: the table on stdout, and with ``--out`` the rows as ``device_ratio.csv`` (the columns of
+``benchmarks/device_measurements.csv``, the committed record, which these rows are appended to).
+The machine (GPU name, CUDA, CPU model and count), torch's version, the dtypes, the float32 matrix
+product's TF32 setting, the sizes and the data's fingerprints are printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import hashlib
+import json
+import os
+import platform
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import add_glue_dir, say
+
+import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
+import torch  # noqa: E402
+
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances  # noqa: E402
+from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic  # noqa: E402
+from affine_homotopy.core.linalg import factorise  # noqa: E402
+from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels  # noqa: E402
+
+LAYERS = (3, 6)  # all-MiniLM-L6-v2's layers 3 and 6: the hard pairs of benchmarks/daff_passes.py
+NAMES = [f"MiniLM-L6 L{layer}" for layer in LAYERS]
+PAIRS = [(0, 1), (1, 0)]
+FULL_SET = 67349  # SST-2's training set
+SMALL = 2000
+N_RANDOM = 100
+TOL = 1e-3
+DATA_FILE = "sst2_minilm_l6_layers3_6.npz"
+FIELDS = ["date", "commit", "gpu", "cpu", "torch", "benchmark", "n", "d", "what", "dtype", "cpu_seconds",
+          "gpu_seconds", "ratio", "cpu_value", "gpu_value", "relative_difference", "note"]
+
+
+def fingerprint(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:12]
+
+
+def prepare(folder: Path, rows: int, glue_dir: Path) -> None:
+    """Write the run's data (module docstring, step 1) into ``folder``."""
+    from benchmarks.common import sst2_training_set
+
+    embedded, labels = sst2_training_set(glue_dir)  # layers 1-6 (the cache the other benchmarks share)
+    arrays = {f"layer{layer}": np.ascontiguousarray(embedded[layer - 1][:rows], dtype=np.float32) for layer in LAYERS}
+    arrays["labels"] = labels[:rows].astype(np.int64)
+    folder.mkdir(parents=True, exist_ok=True)
+    np.savez(folder / DATA_FILE, **arrays)
+    about = {"source": "SST-2 train.tsv, first rows in file order, all-MiniLM-L6-v2 mean pooling",
+             "rows": rows, "fingerprints": {name: fingerprint(a) for name, a in arrays.items()}}
+    (folder / "about.json").write_text(json.dumps(about, indent=2) + "\n")
+    size = (folder / DATA_FILE).stat().st_size
+    say(f"wrote {folder / DATA_FILE} ({size / 1e6:.1f} MB): {rows} rows of layers {LAYERS} and the labels; "
+        f"fingerprints {about['fingerprints']}")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class Timer:
+    """Wall seconds of a block on ``device``, the device synchronised at both ends."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def __enter__(self) -> Timer:
+        self._sync()
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._sync()
+        self.seconds = time.perf_counter() - self.start
+
+
+def pass_seconds(source: np.ndarray, target: np.ndarray, device: str, repeats: int = 5) -> float:
+    """Wall seconds of one residual pass ``[Q, 1/sqrt(N)] B - Q diag(s)`` with its row norms, float64, on
+    ``device`` (the median of ``repeats``): the unit a certificate cannot avoid."""
+    fx, fy = factorise(source, device=device), factorise(target, device=device)
+    design, y = fx.affine_design(), fy.Q * fy.s
+    coef = torch.randn(design.shape[1], y.shape[1], dtype=design.dtype, generator=torch.Generator().manual_seed(0))
+    coef = coef.to(device)
+    times = []
+    for _ in range(repeats):
+        with Timer(device) as clock:
+            torch.linalg.vector_norm(y - design @ coef, dim=1).max().item()
+        times.append(clock.seconds)
+    return float(np.median(times))
+
+
+def daff_on(reps: list[np.ndarray], device: str, pairs: list[tuple[int, int]], keep_weights: bool = False):
+    """The engine on ``pairs``; and its wall seconds, the device synchronised."""
+    settings = IntrinsicSettings(measures=("d_aff",), tol=TOL, device=device, keep_weights=keep_weights)
+    with Timer(device) as clock:
+        result = pairwise_intrinsic(reps, NAMES, settings, pairs=pairs)
+    return result, clock.seconds
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+class Run:
+    """The rows of this run, printed as they come and written to ``out`` at once (a run stopped early
+    keeps what it measured)."""
+
+    def __init__(self, out: Path | None, context: dict[str, str]) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.out, self.context = out, context
+
+    def add(self, **row: Any) -> None:
+        self.rows.append({**self.context, **row})
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            with (self.out / "device_ratio.csv").open("w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=FIELDS)
+                writer.writeheader()
+                for r in self.rows:
+                    writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def daff_section(data: dict[str, np.ndarray], sizes: list[int], gpu: str, run: Run) -> None:
+    """d_aff on each pair at each size, one engine call per pair and device, CPU then GPU."""
+    stored = data["labels"].shape[0]
+    say(f"\nd_aff: pairwise_intrinsic, one call per pair, tol {TOL:g}, float64, jacobi, working set; wall seconds "
+        f"(call: factorising both encoders and solving; solve: the solver alone, the engine's phase clock)")
+    say(f"{'N':>6}  {'pair':<27} | {'CPU: call':>9} {'solve':>6} {'fits':>5} {'passes':>6} | {'GPU: call':>9} "
+        f"{'solve':>6} {'fits':>5} {'passes':>6} | {'CPU/GPU':>7} | {'d_aff CPU':>10} {'d_aff GPU':>10} "
+        f"{'rel diff':>8}")
+    for n in sizes:
+        reps = [np.ascontiguousarray(data[f"layer{layer}"][np.arange(n) % stored]) for layer in LAYERS]
+        repeated = f"; rows 0-{stored - 1} repeated in order" if n > stored else ""
+        for i, j in PAIRS:
+            measured = {}
+            for side, device in (("cpu", "cpu"), ("gpu", gpu)):
+                result, call = daff_on(reps, device, [(i, j)])
+                unit = pass_seconds(reps[i], reps[j], device)
+                measured[side] = (call, result.seconds["d_aff"], int(result.iterations[i, j]),
+                                    result.seconds["d_aff"] / unit, float(result.matrices["d_aff"][i, j]), unit)
+            (cpu_call, cpu_solve, cpu_fits, cpu_passes, cpu_value, cpu_unit) = measured["cpu"]
+            (gpu_call, gpu_solve, gpu_fits, gpu_passes, gpu_value, gpu_unit) = measured["gpu"]
+            pair = f"{NAMES[i]} -> {NAMES[j]}"
+            say(f"{n:6d}  {pair:<27} | {cpu_call:9.2f} {cpu_solve:6.2f} {cpu_fits:5d} {cpu_passes:6.1f} | "
+                f"{gpu_call:9.2f} {gpu_solve:6.2f} {gpu_fits:5d} {gpu_passes:6.1f} | {cpu_call / gpu_call:7.1f} | "
+                f"{cpu_value:10.6f} {gpu_value:10.6f} {relative(cpu_value, gpu_value):8.1e}")
+            run.add(benchmark="d_aff", n=n, d=reps[0].shape[1], what=pair, dtype="float64",
+                    cpu_seconds=cpu_call, gpu_seconds=gpu_call, ratio=cpu_call / gpu_call, cpu_value=cpu_value,
+                    gpu_value=gpu_value, relative_difference=relative(cpu_value, gpu_value),
+                    note=(f"engine call (factorisation included); solver alone {cpu_solve:.3f}/{gpu_solve:.3f} s "
+                          f"(CPU/GPU, {cpu_solve / gpu_solve:.1f}x); fits {cpu_fits}/{gpu_fits}; passes "
+                          f"{cpu_passes:.1f}/{gpu_passes:.1f}; one pass {cpu_unit:.4f}/{gpu_unit:.5f} s{repeated}"))
+        if repeated:
+            say(f"{'':6}  (N = {n}: the first {stored} rows repeated in order)")
+
+
+def extrinsic_section(data: dict[str, np.ndarray], n: int, gpu: str, run: Run) -> None:
+    """The extrinsic measures on both pairs at size ``n``, CPU then GPU, on inputs fitted once."""
+    reps = [np.ascontiguousarray(data[f"layer{layer}"][:n]) for layer in LAYERS]
+    labels = data["labels"][:n]
+    cores = os.cpu_count() or 1
+    torch.set_num_threads(cores)  # the inputs are fitted once, on every core, and not timed
+    try:
+        tick = time.perf_counter()
+        probes = [fit_softmax_probe(r, labels, 2) for r in reps]
+        randoms = [fit_random_probes_sgd(r, random_labels(n, 2, range(N_RANDOM)), 2) for r in reps]
+        intrinsic, _ = daff_on(reps, "cpu", PAIRS, keep_weights=True)
+        say(f"\nextrinsic at N = {n}: inputs (task probes, {N_RANDOM} random-label probes per encoder, d_aff "
+            f"weights) fitted on the CPU in {time.perf_counter() - tick:.0f} s, shared by both runs")
+    finally:
+        torch.set_num_threads(1)
+    results = {}
+    for side, device in (("cpu", "cpu"), ("gpu", gpu)):
+        settings = ExtrinsicSettings(device=device)
+        with Timer(device) as clock:
+            results[side] = extrinsic_distances(reps, probes, NAMES, intrinsic.weights, randoms, settings,
+                                                  intrinsic.matrices["d_aff"], PAIRS)
+        results[side].seconds["call"] = clock.seconds
+    cpu, dev = results["cpu"], results["gpu"]
+    say(f"{'measure':<15} | {'CPU s/pair':>10} | {'GPU s/pair':>10} | {'CPU/GPU':>7} | "
+        f"values CPU -> GPU (largest rel diff)")
+    for measure in ("d_psi", "d_worst", "d_worst_search", "call"):
+        seconds_cpu, seconds_gpu = cpu.seconds[measure] / len(PAIRS), dev.seconds[measure] / len(PAIRS)
+        if measure == "call":
+            values, diff, what = "", "", "whole call"
+        else:
+            a, b = (np.array([r.matrices()[measure][p] for p in PAIRS]) for r in (cpu, dev))
+            diff = max(relative(x, y) for x, y in zip(a, b))
+            values = f"{np.array2string(a, precision=6)} -> {np.array2string(b, precision=6)} ({diff:.1e})"
+            what = measure
+        say(f"{measure:<15} | {seconds_cpu:10.2f} | {seconds_gpu:10.2f} | {seconds_cpu / seconds_gpu:7.1f} | {values}")
+        run.add(benchmark="extrinsic", n=n, d=reps[0].shape[1], what=what, dtype="float64",
+                cpu_seconds=seconds_cpu, gpu_seconds=seconds_gpu, ratio=seconds_cpu / seconds_gpu,
+                cpu_value="" if measure == "call" else float(max(cpu.matrices()[measure][p] for p in PAIRS)),
+                gpu_value="" if measure == "call" else float(max(dev.matrices()[measure][p] for p in PAIRS)),
+                relative_difference=diff,
+                note=(f"wall seconds per pair ({len(PAIRS)} pairs), the engine's phase clock; default settings "
+                      f"(certified, search budget {ExtrinsicSettings().search_candidates} aimed classifiers, "
+                      f"{ExtrinsicSettings().search_steps} steps); values: the largest over the pairs"))
+
+
+def guarded(name: str, step: Callable[[], Any]) -> Any:
+    """Run one section; a failure is printed with its traceback and the run goes on to the next."""
+    try:
+        return step()
+    except Exception:  # noqa: BLE001  (a device run reports every failure and keeps what it measured)
+        say(f"\n{name} FAILED:\n{traceback.format_exc()}")
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_glue_dir(parser, "SST-2/train.tsv (--prepare)")
+    parser.add_argument("--prepare", type=Path, help="write the run's data into this folder and stop")
+    parser.add_argument("--rows", type=int, default=18000, help="rows written by --prepare")
+    parser.add_argument("--data", type=Path, help="the folder --prepare wrote")
+    parser.add_argument("--commit", default="", help="the commit the run's code is at (recorded in each row)")
+    parser.add_argument("--out", type=Path, help="write the rows to OUT/device_ratio.csv")
+    parser.add_argument("--device", default="cuda", help="the accelerator (default cuda); cpu runs both sides "
+                                                         "on the CPU, to check the script where no GPU is")
+    parser.add_argument("--sizes", type=int, nargs="*", help=f"d_aff sizes (default {SMALL}, --rows, {FULL_SET})")
+    parser.add_argument("--extrinsic-rows", action="store_true", help="extrinsic at --rows too, not only 2,000")
+    args = parser.parse_args(argv)
+    if args.prepare:
+        prepare(args.prepare, args.rows, args.glue_dir)
+        return 0
+    if args.data is None:
+        parser.error("--data (the folder --prepare wrote) or --prepare")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device here (run with --device cpu to check the script)")
+    loaded = np.load(args.data / DATA_FILE)
+    data = {name: loaded[name] for name in loaded.files}
+    rows = data["labels"].shape[0]
+    torch.set_num_threads(1)
+    gpu_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none (--device cpu)"
+    context = {"date": datetime.date.today().isoformat(), "commit": args.commit, "gpu": gpu_name,
+               "cpu": f"{cpu_model()} ({os.cpu_count()} cores)", "torch": torch.__version__}
+    say(f"GPU: {gpu_name}, CUDA {torch.version.cuda}; CPU: {context['cpu']}; torch {torch.__version__}, "
+        f"1 torch thread on each side; commit {args.commit or '?'}")
+    say(f"float32 matrix products on the GPU in TF32: {torch.backends.cuda.matmul.allow_tf32} "
+        f"(float32 matmul precision {torch.get_float32_matmul_precision()})")
+    say(f"data: {args.data / DATA_FILE}: {rows} rows x {data['layer3'].shape[1]} of layers {LAYERS}; fingerprints "
+        + ", ".join(f"{k} {fingerprint(v)}" for k, v in data.items()))
+    if args.device.startswith("cuda"):  # CUDA's start, cuBLAS/cuSOLVER handles: before any clock
+        warm = [np.ascontiguousarray(data[f"layer{layer}"][:500]) for layer in LAYERS]
+        with Timer(args.device) as clock:
+            daff_on(warm, args.device, PAIRS)
+        say(f"GPU warm-up (one d_aff call at N = 500): {clock.seconds:.1f} s, not counted")
+    run = Run(args.out, context)
+    sizes = [SMALL, rows, FULL_SET] if args.sizes is None else args.sizes
+    guarded("d_aff", lambda: daff_section(data, sizes, args.device, run))
+    guarded("extrinsic", lambda: extrinsic_section(data, SMALL, args.device, run))
+    if args.extrinsic_rows:
+        guarded("extrinsic (rows)", lambda: extrinsic_section(data, rows, args.device, run))
+    say(f"\n{len(run.rows)} rows" + (f" in {args.out / 'device_ratio.csv'}" if args.out else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
