@@ -24,10 +24,11 @@ are not counted); wall seconds, the GPU synchronised before each clock reading:
 
 * **d_aff** (the engine as the workflow calls it: :func:`pairwise_intrinsic`, factorisation
   included, ``tol`` 1e-3, float64, jacobi, working set) on both pairs at N = 2,000, at ``--rows`` and
-  at 67,349 (SST-2's training-set size) made of the ``--rows`` rows repeated in order: a pair's
-  d_aff is a maximum over rows, so repeating rows keeps the problem while each data pass costs what
-  one over the full set costs. Printed per pair: seconds, fits, the data passes (solver seconds over
-  one residual pass ``[X, 1] B - Y`` with its row norms, timed on the same device) and d_aff.
+  at 67,349 (SST-2's training-set size) made of the ``--rows`` rows repeated in order: a problem of
+  the full set's size, each data pass costing what one over the full set costs. Its value is not the
+  ``--rows`` rows' own: the rank rule's threshold grows with N, so at 67,349 rows it drops directions
+  it keeps at 18,000. Printed per pair: seconds, fits, the data passes (solver seconds over one
+  residual pass ``[X, 1] B - Y`` with its row norms, timed on the same device) and d_aff.
 * **extrinsic** (:func:`extrinsic_distances` at its default settings: certified d_psi, d_worst,
   and d_worst_search at the default search budget) on both pairs at N = 2,000 (and at ``--rows``
   with ``--extrinsic-rows``), with the task probes and 100 random-label SGD probes per encoder fitted
