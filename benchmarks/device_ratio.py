@@ -4,7 +4,8 @@ machine, with the values each device reports compared.
 Two steps, because a lent GPU machine cannot read the GLUE files or the embedding cache:
 
 1. here, write the data the run needs into a git-ignored folder small enough to travel with the
-   working tree (``--rows`` rows of two encoders, float32: 18,000 rows are 55 MB)::
+   working tree (``--rows`` rows of two encoders, float32: 18,000 rows are 55 MB; and the WordPiece
+   tokenizer of the package all-MiniLM-L6-v2)::
 
        OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.device_ratio --prepare .device_data [--rows 18000]
 
@@ -33,6 +34,15 @@ are not counted); wall seconds, the GPU synchronised before each clock reading:
   and d_worst_search at the default search budget) on both pairs at N = 2,000 (and at ``--rows``
   with ``--extrinsic-rows``), with the task probes and 100 random-label SGD probes per encoder fitted
   once on the CPU and shared by both runs. Printed per measure: seconds per pair on each device.
+
+* **embed** (:func:`embed_texts` as the embed job calls it: every layer from one forward pass,
+  mean pooling, ``max_length`` 128, batches of 64, float32) with two randomly initialised BERT
+  encoders, one of all-MiniLM-L6-v2's shape (6 layers, 384 wide) and one of BERT-base's, the shape
+  of every encoder of the paper (12 layers, 768 wide), all-MiniLM-L6-v2's WordPiece tokenizer, on
+  the package's synthetic paraphrase pairs (MRPC-like; no download): a forward pass costs the same
+  whatever the weights. The CPU embeds ``--embed-cpu`` pairs; the GPU the same pairs (their
+  embeddings compared) and ``--embed-gpu`` pairs, its throughput, in batches of 64 (the config's
+  default) and of 512. Printed: examples per second.
 
 The two devices' values are compared: a certified d_aff or d_psi is within ``tol`` (relative) of
 its optimum on either device, so the two agree to about ``tol``; a larger difference is a bug.
@@ -76,6 +86,12 @@ SMALL = 2000
 N_RANDOM = 100
 TOL = 1e-3
 DATA_FILE = "sst2_minilm_l6_layers3_6.npz"
+TOKENIZER = "minilm_tokenizer"
+# (name, layers, width, attention heads, feed-forward width) of the randomly initialised encoders
+ENCODER_SHAPES = (("MiniLM-L6 shape", 6, 384, 12, 1536), ("BERT-base shape", 12, 768, 12, 3072))
+SECTIONS = ("daff", "extrinsic", "embed")
+EMBED_BATCH = 64  # the config's embedding.batch_size
+LARGE_BATCH = 512
 FIELDS = ["date", "commit", "gpu", "cpu", "torch", "benchmark", "n", "d", "what", "dtype", "cpu_seconds",
           "gpu_seconds", "ratio", "cpu_value", "gpu_value", "relative_difference", "note"]
 
@@ -96,6 +112,9 @@ def prepare(folder: Path, rows: int, glue_dir: Path) -> None:
     about = {"source": "SST-2 train.tsv, first rows in file order, all-MiniLM-L6-v2 mean pooling",
              "rows": rows, "fingerprints": {name: fingerprint(a) for name, a in arrays.items()}}
     (folder / "about.json").write_text(json.dumps(about, indent=2) + "\n")
+    from benchmarks.common import minilm_encoder
+
+    minilm_encoder().tokenizer.save_pretrained(folder / TOKENIZER)
     size = (folder / DATA_FILE).stat().st_size
     say(f"wrote {folder / DATA_FILE} ({size / 1e6:.1f} MB): {rows} rows of layers {LAYERS} and the labels; "
         f"fingerprints {about['fingerprints']}")
@@ -256,6 +275,66 @@ def extrinsic_section(data: dict[str, np.ndarray], n: int, gpu: str, run: Run) -
                       f"{ExtrinsicSettings().search_steps} steps); values: the largest over the pairs"))
 
 
+def random_encoder(tokenizer, layers: int, width: int, heads: int, feed_forward: int):
+    """A BERT encoder of the given shape with seeded random weights (no download), wrapped as the
+    embed job wraps a loaded model."""
+    from transformers import BertConfig, BertModel
+
+    from affine_homotopy.models.encoders import wrap_model
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=width, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=feed_forward, max_position_embeddings=512)
+    return wrap_model(BertModel(config), tokenizer, f"random BERT {layers}x{width}")
+
+
+def embed_section(folder: Path, cpu_pairs: int, gpu_pairs: int, gpu: str, run: Run) -> None:
+    """Embedding throughput of two encoder shapes, CPU (one thread) against the GPU."""
+    from transformers import AutoTokenizer
+
+    from affine_homotopy.models.encoders import embed_texts
+    from affine_homotopy.models.task_data import load_task_split
+
+    tokenizer = AutoTokenizer.from_pretrained(folder / TOKENIZER)
+    spec = {"source": "synthetic", "generator": "synthetic_paraphrase", "seed": 0, "n_train": max(cpu_pairs, gpu_pairs),
+            "n_dev": 10, "label_noise": 0.0}
+    frame = load_task_split("paraphrase", spec, "train")
+    texts_a, texts_b = frame["text_a"].tolist(), frame["text_b"].tolist()
+    tokens = np.mean([len(ids) for ids in tokenizer(texts_a, texts_b, truncation=True, max_length=128)["input_ids"]])
+    say(f"\nembed: synthetic paraphrase pairs, {tokens:.1f} tokens per pair on average; every layer, mean pooling, "
+        f"max_length 128, float32, examples per second; CPU: {cpu_pairs} pairs in batches of {EMBED_BATCH} (the "
+        f"config's default); GPU: the same, then {gpu_pairs} pairs in batches of {EMBED_BATCH} and of {LARGE_BATCH}")
+    say(f"{'encoder':<43} | {'CPU':>6} | {'GPU, same':>9} | {'GPU, ' + str(gpu_pairs):>9} | "
+        f"{'batch ' + str(LARGE_BATCH):>9} | {'GPU/CPU':>7} | largest difference / largest entry")
+    for name, layers, width, heads, feed_forward in ENCODER_SHAPES:
+        encoder = random_encoder(tokenizer, layers, width, heads, feed_forward)
+        every_layer = list(range(layers + 1))
+
+        def rate(count: int, device: str, batch: int = EMBED_BATCH) -> tuple[np.ndarray, float]:
+            encoder.model.to(device)
+            with Timer(device) as clock:
+                out = embed_texts(encoder, texts_a[:count], texts_b[:count], every_layer, batch_size=batch,
+                                  device=device, name=name)
+            return out, count / clock.seconds
+
+        on_cpu, cpu_rate = rate(cpu_pairs, "cpu")
+        rate(EMBED_BATCH, gpu)  # the GPU's kernels loaded and tuned before any clock
+        on_gpu, gpu_same_rate = rate(cpu_pairs, gpu)
+        _, gpu_rate = rate(gpu_pairs, gpu)
+        _, gpu_large_rate = rate(gpu_pairs, gpu, LARGE_BATCH)
+        difference = float(np.abs(on_cpu - on_gpu).max() / np.abs(on_cpu).max())
+        label = f"{name} ({layers} x {width}, random weights)"
+        say(f"{label:<43} | {cpu_rate:6.1f} | {gpu_same_rate:9.1f} | {gpu_rate:9.1f} | {gpu_large_rate:9.1f} | "
+            f"{gpu_rate / cpu_rate:7.0f} | {difference:.1e}")
+        run.add(benchmark="embed", n=gpu_pairs, d=width, what=label, dtype="float32",
+                cpu_seconds=1 / cpu_rate, gpu_seconds=1 / gpu_rate, ratio=gpu_rate / cpu_rate,
+                cpu_value="", gpu_value="", relative_difference=difference,
+                note=(f"seconds per example, batches of {EMBED_BATCH}; CPU {cpu_pairs} pairs, GPU {gpu_pairs} "
+                      f"({gpu_same_rate:.1f} ex/s on the CPU's {cpu_pairs}, {gpu_large_rate:.1f} ex/s in batches of "
+                      f"{LARGE_BATCH}); synthetic paraphrase pairs, {tokens:.1f} tokens on average; every layer; "
+                      f"relative_difference: largest |CPU - GPU| over the largest entry, the same {cpu_pairs} pairs"))
+
+
 def guarded(name: str, step: Callable[[], Any]) -> Any:
     """Run one section; a failure is printed with its traceback and the run goes on to the next."""
     try:
@@ -277,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
                                                          "on the CPU, to check the script where no GPU is")
     parser.add_argument("--sizes", type=int, nargs="*", help=f"d_aff sizes (default {SMALL}, --rows, {FULL_SET})")
     parser.add_argument("--extrinsic-rows", action="store_true", help="extrinsic at --rows too, not only 2,000")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="what to run")
+    parser.add_argument("--embed-cpu", type=int, default=256, help="pairs the CPU embeds (default 256)")
+    parser.add_argument("--embed-gpu", type=int, default=4096, help="pairs the GPU embeds for its rate (default 4096)")
     args = parser.parse_args(argv)
     if args.prepare:
         prepare(args.prepare, args.rows, args.glue_dir)
@@ -298,15 +380,19 @@ def main(argv: list[str] | None = None) -> int:
         f"(float32 matmul precision {torch.get_float32_matmul_precision()})")
     say(f"data: {args.data / DATA_FILE}: {rows} rows x {data['layer3'].shape[1]} of layers {LAYERS}; fingerprints "
         + ", ".join(f"{k} {fingerprint(v)}" for k, v in data.items()))
-    if args.device.startswith("cuda"):  # CUDA's start, cuBLAS/cuSOLVER handles: before any clock
+    if args.device.startswith("cuda") and "daff" in args.sections:  # CUDA's start, cuBLAS/cuSOLVER handles
         warm = [np.ascontiguousarray(data[f"layer{layer}"][:500]) for layer in LAYERS]
         with Timer(args.device) as clock:
             daff_on(warm, args.device, PAIRS)
         say(f"GPU warm-up (one d_aff call at N = 500): {clock.seconds:.1f} s, not counted")
     run = Run(args.out, context)
     sizes = [SMALL, rows, FULL_SET] if args.sizes is None else args.sizes
-    guarded("d_aff", lambda: daff_section(data, sizes, args.device, run))
-    guarded("extrinsic", lambda: extrinsic_section(data, SMALL, args.device, run))
+    if "daff" in args.sections:
+        guarded("d_aff", lambda: daff_section(data, sizes, args.device, run))
+    if "extrinsic" in args.sections:
+        guarded("extrinsic", lambda: extrinsic_section(data, SMALL, args.device, run))
+    if "embed" in args.sections:
+        guarded("embed", lambda: embed_section(args.data, args.embed_cpu, args.embed_gpu, args.device, run))
     if args.extrinsic_rows:
         guarded("extrinsic (rows)", lambda: extrinsic_section(data, rows, args.device, run))
     say(f"\n{len(run.rows)} rows" + (f" in {args.out / 'device_ratio.csv'}" if args.out else ""))
