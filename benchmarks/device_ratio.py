@@ -35,6 +35,14 @@ are not counted); wall seconds, the GPU synchronised before each clock reading:
   with ``--extrinsic-rows``), with the task probes and 100 random-label SGD probes per encoder fitted
   once on the CPU and shared by both runs. Printed per measure: seconds per pair on each device.
 
+* **job** (``--sections job``, on a file of several layers: ``--prepare DIR --rows 4000 --layers 1 2 3 4
+  5 6``): d_aff on every ordered pair of the file's layers in one engine call, the intrinsic job's
+  form, where the engine solves all targets of one source together and a GPU's fixed cost per fit
+  is shared by them.
+* **api** (``--sections api``): the library on the GPU, every measure of the registry
+  (:func:`affine_homotopy.distances`) and :func:`affine_homotopy.d_psi` on layer 3 mapped onto layer
+  6 at N = 2,000 with ``device='cuda'`` against ``device='cpu'``: each value and their relative
+  difference.
 * **embed** (:func:`embed_texts` as the embed job calls it: every layer from one forward pass,
   mean pooling, ``max_length`` 128, batches of 64, float32) with two randomly initialised BERT
   encoders, one of all-MiniLM-L6-v2's shape (6 layers, 384 wide) and one of BERT-base's, the shape
@@ -64,7 +72,7 @@ import os
 import platform
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,27 +93,32 @@ FULL_SET = 67349  # SST-2's training set
 SMALL = 2000
 N_RANDOM = 100
 TOL = 1e-3
-DATA_FILE = "sst2_minilm_l6_layers3_6.npz"
+DATA_FILE = "sst2_minilm_l6_layers.npz"
 TOKENIZER = "minilm_tokenizer"
 # (name, layers, width, attention heads, feed-forward width) of the randomly initialised encoders
 ENCODER_SHAPES = (("MiniLM-L6 shape", 6, 384, 12, 1536), ("BERT-base shape", 12, 768, 12, 3072))
-SECTIONS = ("daff", "extrinsic", "embed")
+SECTIONS = ("daff", "extrinsic", "job", "api", "embed")
 EMBED_BATCH = 64  # the config's embedding.batch_size
 LARGE_BATCH = 512
 FIELDS = ["date", "commit", "gpu", "cpu", "torch", "benchmark", "n", "d", "what", "dtype", "cpu_seconds",
           "gpu_seconds", "ratio", "cpu_value", "gpu_value", "relative_difference", "note"]
 
 
+def layer_keys(data: dict[str, np.ndarray]) -> list[str]:
+    """The data file's encoders (``layer3``, ...), in layer order."""
+    return sorted((key for key in data if key.startswith("layer")), key=lambda key: int(key.removeprefix("layer")))
+
+
 def fingerprint(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:12]
 
 
-def prepare(folder: Path, rows: int, glue_dir: Path) -> None:
-    """Write the run's data (module docstring, step 1) into ``folder``."""
+def prepare(folder: Path, rows: int, glue_dir: Path, layers: Sequence[int] = LAYERS) -> None:
+    """Write the run's data (module docstring, step 1) into ``folder``: ``rows`` rows of ``layers``."""
     from benchmarks.common import sst2_training_set
 
     embedded, labels = sst2_training_set(glue_dir)  # layers 1-6 (the cache the other benchmarks share)
-    arrays = {f"layer{layer}": np.ascontiguousarray(embedded[layer - 1][:rows], dtype=np.float32) for layer in LAYERS}
+    arrays = {f"layer{layer}": np.ascontiguousarray(embedded[layer - 1][:rows], dtype=np.float32) for layer in layers}
     arrays["labels"] = labels[:rows].astype(np.int64)
     folder.mkdir(parents=True, exist_ok=True)
     np.savez(folder / DATA_FILE, **arrays)
@@ -116,7 +129,7 @@ def prepare(folder: Path, rows: int, glue_dir: Path) -> None:
 
     minilm_encoder().tokenizer.save_pretrained(folder / TOKENIZER)
     size = (folder / DATA_FILE).stat().st_size
-    say(f"wrote {folder / DATA_FILE} ({size / 1e6:.1f} MB): {rows} rows of layers {LAYERS} and the labels; "
+    say(f"wrote {folder / DATA_FILE} ({size / 1e6:.1f} MB): {rows} rows of layers {tuple(layers)} and the labels; "
         f"fingerprints {about['fingerprints']}")
 
 
@@ -288,6 +301,64 @@ def random_encoder(tokenizer, layers: int, width: int, heads: int, feed_forward:
     return wrap_model(BertModel(config), tokenizer, f"random BERT {layers}x{width}")
 
 
+def job_section(data: dict[str, np.ndarray], gpu: str, run: Run) -> None:
+    """The intrinsic job's form: every ordered pair of the file's layers in one engine call (the engine
+    solves all targets of a source together), CPU then GPU."""
+    layers = layer_keys(data)
+    reps = [np.ascontiguousarray(data[key]) for key in layers]
+    names = [f"MiniLM-L6 L{key.removeprefix('layer')}" for key in layers]
+    pairs = len(reps) * (len(reps) - 1)
+    measured = {}
+    for side, device in (("cpu", "cpu"), ("gpu", gpu)):
+        settings = IntrinsicSettings(measures=("d_aff",), tol=TOL, device=device)
+        with Timer(device) as clock:
+            result = pairwise_intrinsic(reps, names, settings)
+        measured[side] = (result, clock.seconds)
+    (cpu, cpu_s), (dev, dev_s) = measured["cpu"], measured["gpu"]
+    off = ~np.eye(len(reps), dtype=bool)
+    a, b = cpu.matrices["d_aff"][off], dev.matrices["d_aff"][off]
+    difference = float(np.max(np.abs(a - b) / np.maximum(np.abs(a), np.abs(b))))
+    fits_cpu, fits_gpu = int(cpu.iterations[off].sum()), int(dev.iterations[off].sum())
+    n = reps[0].shape[0]
+    say(f"\nthe intrinsic job's form: d_aff on all {pairs} ordered pairs of {len(reps)} encoders ({', '.join(names)}) "
+        f"in one engine call, N = {n}: CPU {cpu_s:.2f} s ({fits_cpu} fits), GPU {dev_s:.2f} s ({fits_gpu} fits), "
+        f"{cpu_s / dev_s:.1f}x; per pair {cpu_s / pairs:.3f} s against {dev_s / pairs:.4f} s; d_aff's largest "
+        f"relative difference {difference:.1e}")
+    run.add(benchmark="d_aff job", n=n, d=reps[0].shape[1], what=f"{pairs} ordered pairs of {len(reps)} encoders",
+            dtype="float64", cpu_seconds=cpu_s / pairs, gpu_seconds=dev_s / pairs, ratio=cpu_s / dev_s,
+            cpu_value=float(a.max()), gpu_value=float(b.max()), relative_difference=difference,
+            note=(f"seconds per pair of one pairwise_intrinsic call over every ordered pair (factorisation included); "
+                  f"fits {fits_cpu}/{fits_gpu}; values: the largest d_aff; relative_difference: the largest over "
+                  f"the pairs; layers {', '.join(key.removeprefix('layer') for key in layers)}"))
+
+
+def api_section(data: dict[str, np.ndarray], gpu: str, run: Run) -> None:
+    """The library on the GPU: every measure of the registry and d_psi on CUDA tensors against the
+    same call on the CPU (layer 3 mapped onto layer 6, N = 2,000)."""
+    import affine_homotopy as ah
+
+    x, y = (np.ascontiguousarray(data[f"layer{layer}"][:SMALL]) for layer in LAYERS)
+    probe = fit_softmax_probe(y, data["labels"][:SMALL], 2)
+    results = {}
+    for side, device in (("cpu", "cpu"), ("gpu", gpu)):
+        with Timer(device) as clock:
+            values = ah.distances(x, y, measures=ah.MEASURES, tol=TOL, device=device)
+            values["d_psi"] = float(ah.d_psi(x, y, (probe.weight, probe.bias), tol=TOL, device=device).value)
+        results[side] = (values, clock.seconds)
+    (cpu, cpu_s), (dev, dev_s) = results["cpu"], results["gpu"]
+    say(f"\nthe library: affine_homotopy.distances (every measure of the registry) and d_psi, {NAMES[0]} -> "
+        f"{NAMES[1]}, N = {SMALL}, device='cpu' against device='{gpu}': CPU {cpu_s:.1f} s, GPU {dev_s:.1f} s")
+    say(f"{'measure':<12} | {'CPU':>12} | {'GPU':>12} | relative difference")
+    for measure in (*ah.MEASURES, "d_psi"):
+        a, b = float(cpu[measure]), float(dev[measure])
+        difference = relative(a, b)
+        say(f"{measure:<12} | {a:12.8f} | {b:12.8f} | {difference:.1e}")
+        run.add(benchmark="library", n=SMALL, d=x.shape[1], what=measure, dtype="float64", cpu_seconds=cpu_s,
+                gpu_seconds=dev_s, ratio=cpu_s / dev_s, cpu_value=a, gpu_value=b, relative_difference=difference,
+                note=f"affine_homotopy.distances (every measure) and d_psi on {NAMES[0]} -> {NAMES[1]}; seconds: "
+                     f"the whole call, every measure")
+
+
 def embed_section(folder: Path, cpu_pairs: int, gpu_pairs: int, gpu: str, run: Run) -> None:
     """Embedding throughput of two encoder shapes, CPU (one thread) against the GPU."""
     from transformers import AutoTokenizer
@@ -349,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     add_glue_dir(parser, "SST-2/train.tsv (--prepare)")
     parser.add_argument("--prepare", type=Path, help="write the run's data into this folder and stop")
     parser.add_argument("--rows", type=int, default=18000, help="rows written by --prepare")
+    parser.add_argument("--layers", type=int, nargs="+", default=list(LAYERS),
+                        help=f"all-MiniLM-L6-v2's layers written by --prepare (default {LAYERS}; daff and extrinsic "
+                             f"need them, job uses every layer of the file)")
     parser.add_argument("--data", type=Path, help="the folder --prepare wrote")
     parser.add_argument("--commit", default="", help="the commit the run's code is at (recorded in each row)")
     parser.add_argument("--out", type=Path, help="write the rows to OUT/device_ratio.csv")
@@ -356,12 +430,13 @@ def main(argv: list[str] | None = None) -> int:
                                                          "on the CPU, to check the script where no GPU is")
     parser.add_argument("--sizes", type=int, nargs="*", help=f"d_aff sizes (default {SMALL}, --rows, {FULL_SET})")
     parser.add_argument("--extrinsic-rows", action="store_true", help="extrinsic at --rows too, not only 2,000")
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="what to run")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=["daff", "extrinsic", "embed"],
+                        help="what to run (default daff, extrinsic, embed; job needs a file of several layers)")
     parser.add_argument("--embed-cpu", type=int, default=256, help="pairs the CPU embeds (default 256)")
     parser.add_argument("--embed-gpu", type=int, default=4096, help="pairs the GPU embeds for its rate (default 4096)")
     args = parser.parse_args(argv)
     if args.prepare:
-        prepare(args.prepare, args.rows, args.glue_dir)
+        prepare(args.prepare, args.rows, args.glue_dir, args.layers)
         return 0
     if args.data is None:
         parser.error("--data (the folder --prepare wrote) or --prepare")
@@ -369,6 +444,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--device cuda: torch sees no CUDA device here (run with --device cpu to check the script)")
     loaded = np.load(args.data / DATA_FILE)
     data = {name: loaded[name] for name in loaded.files}
+    missing = [f"layer{layer}" for layer in LAYERS if f"layer{layer}" not in data]
+    if missing and {"daff", "extrinsic", "api"} & set(args.sections):
+        parser.error(f"--sections daff, extrinsic and api need layers {LAYERS}; {args.data / DATA_FILE} lacks "
+                     f"{', '.join(missing)} (prepare it with --layers 3 6, or choose --sections job embed)")
     rows = data["labels"].shape[0]
     torch.set_num_threads(1)
     gpu_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none (--device cpu)"
@@ -378,10 +457,11 @@ def main(argv: list[str] | None = None) -> int:
         f"1 torch thread on each side; commit {args.commit or '?'}")
     say(f"float32 matrix products on the GPU in TF32: {torch.backends.cuda.matmul.allow_tf32} "
         f"(float32 matmul precision {torch.get_float32_matmul_precision()})")
-    say(f"data: {args.data / DATA_FILE}: {rows} rows x {data['layer3'].shape[1]} of layers {LAYERS}; fingerprints "
+    say(f"data: {args.data / DATA_FILE}: {rows} rows x {data[layer_keys(data)[0]].shape[1]} of "
+        f"{', '.join(layer_keys(data))}; fingerprints "
         + ", ".join(f"{k} {fingerprint(v)}" for k, v in data.items()))
-    if args.device.startswith("cuda") and "daff" in args.sections:  # CUDA's start, cuBLAS/cuSOLVER handles
-        warm = [np.ascontiguousarray(data[f"layer{layer}"][:500]) for layer in LAYERS]
+    if args.device.startswith("cuda") and {"daff", "job"} & set(args.sections):  # CUDA's start, library handles
+        warm = [np.ascontiguousarray(data[key][:500]) for key in layer_keys(data)[:2]]
         with Timer(args.device) as clock:
             daff_on(warm, args.device, PAIRS)
         say(f"GPU warm-up (one d_aff call at N = 500): {clock.seconds:.1f} s, not counted")
@@ -391,6 +471,10 @@ def main(argv: list[str] | None = None) -> int:
         guarded("d_aff", lambda: daff_section(data, sizes, args.device, run))
     if "extrinsic" in args.sections:
         guarded("extrinsic", lambda: extrinsic_section(data, SMALL, args.device, run))
+    if "job" in args.sections:
+        guarded("the intrinsic job's form", lambda: job_section(data, args.device, run))
+    if "api" in args.sections:
+        guarded("the library", lambda: api_section(data, args.device, run))
     if "embed" in args.sections:
         guarded("embed", lambda: embed_section(args.data, args.embed_cpu, args.embed_gpu, args.device, run))
     if args.extrinsic_rows:
