@@ -264,6 +264,9 @@ def tiny_config(tiny_models: dict[str, Path], **overrides: Any) -> dict[str, Any
 
 
 GPU_CAPABLE = {"embed", "intrinsic", "extrinsic", "rank_deficiency"}
+# the same where the extrinsic jobs are split by source (extrinsic.sources_per_job, as config/paper.yaml):
+# the parts compute, and the merge job that holds the rule's name only reads and writes tables
+GPU_CAPABLE_SPLIT = (GPU_CAPABLE - {"extrinsic"}) | {"extrinsic_part"}
 
 
 def planned_jobs(output: str) -> list[dict[str, object]]:

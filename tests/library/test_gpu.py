@@ -21,7 +21,7 @@ from affine_homotopy.jobs import devices
 from affine_homotopy.errors import ConfigError
 
 from tests.helpers import (
-    GPU_CAPABLE, SLURM_PROFILE, paper_plan, planned_jobs, snakemake, tiny_config, write_config,
+    GPU_CAPABLE_SPLIT, SLURM_PROFILE, paper_plan, planned_jobs, snakemake, tiny_config, write_config,
 )
 
 
@@ -189,8 +189,8 @@ def test_the_slurm_profile_sends_only_gpu_jobs_to_the_gpu_partition(dry_run, dev
     assert len(jobs) > 400  # the paper's whole plan
     for job in jobs:
         partition, sbatch = plugin_submission(job, partitions)
-        wants_gpu = device != "cpu" and job["rule"] in GPU_CAPABLE
+        wants_gpu = device != "cpu" and job["rule"] in GPU_CAPABLE_SPLIT
         assert partition == ("<gpu-partition>" if wants_gpu else "<cpu-partition>"), (device, job["rule"], partition)
         assert ("--gpus=1" in sbatch) == wants_gpu, (device, job["rule"], sbatch)
         assert ("-p '<gpu-partition>'" in sbatch) == wants_gpu, sbatch
-    assert {job["rule"] for job in jobs} >= GPU_CAPABLE
+    assert {job["rule"] for job in jobs} >= GPU_CAPABLE_SPLIT

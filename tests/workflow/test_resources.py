@@ -11,7 +11,7 @@ import re
 import pytest
 import yaml
 
-from tests.helpers import DEMO, GPU_CAPABLE, REPO, paper_plan, planned_jobs, rule_blocks
+from tests.helpers import DEMO, GPU_CAPABLE_SPLIT, REPO, paper_plan, planned_jobs, rule_blocks
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(900)]
 PAIRWISE = {"intrinsic", "rank_deficiency"}  # the d_aff solver: multi-threaded products
@@ -40,7 +40,7 @@ def test_no_job_asks_for_a_gpu_under_device_cpu(plans) -> None:
         asking = {job["rule"] for job in plans[name] if int(job["resources"].get("gpu", 0)) > 0}
         assert not asking, f"{name}: {sorted(asking)} request a GPU although device: cpu"
     asking = {job["rule"] for job in plans["paper_auto"] if int(job["resources"].get("gpu", 0)) > 0}
-    assert asking == GPU_CAPABLE  # device: auto: the same rule for embedding and the all-pairs jobs
+    assert asking == GPU_CAPABLE_SPLIT  # device: auto: embedding and the all-pairs jobs (the paper's split extrinsic)
 
 
 def test_rank_deficiency_has_the_threads_of_the_other_all_pairs_jobs(plans) -> None:
@@ -62,8 +62,9 @@ def test_thread_counts_follow_the_config(plans) -> None:
 
 
 def test_extrinsic_jobs_ask_for_the_one_thread_their_lps_use(plans) -> None:
-    threads = {job["threads"] for job in plans["paper_cpu"] if job["rule"] == "extrinsic"}
+    threads = {job["threads"] for job in plans["paper_cpu"] if job["rule"] in ("extrinsic_part", "extrinsic")}
     assert threads == {1}, threads
+    assert any(job["rule"] == "extrinsic_part" for job in plans["paper_cpu"])  # the paper's jobs are split
 
 
 def test_every_rule_in_the_rule_files_declares_memory_and_time() -> None:
@@ -75,7 +76,8 @@ def test_every_rule_in_the_rule_files_declares_memory_and_time() -> None:
 
 def test_run_times_of_the_all_pairs_and_probe_jobs_come_from_the_cost_model(plans) -> None:
     """Each planned job asks for at least the measured cost model's CPU time of that job (its task's N,
-    the study's encoders), and so for more on bigger tasks; none is a hand formula."""
+    the study's encoders; a part of the paper's extrinsic jobs, split by source, its share of the
+    sources), and so for more on bigger tasks; none is a hand formula."""
     import yaml
 
     from affine_homotopy.study.validation import check_config
@@ -85,10 +87,11 @@ def test_run_times_of_the_all_pairs_and_probe_jobs_come_from_the_cost_model(plan
     config = check_config(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()), REPO / "workflow" / "schemas"
                           / "config.schema.yaml")
     widths = dict.fromkeys(config["encoders"], 768)
-    for rule in ("intrinsic", "extrinsic"):
+    assert config["extrinsic"]["sources_per_job"] == 1
+    for rule, stage, share in (("intrinsic", "intrinsic", 1.0), ("extrinsic_part", "extrinsic", 1 / len(widths))):
         runtimes = {}
         for task, spec in config["tasks"].items():
-            projected_minutes = project(config, widths, {task: task_size(spec, "train")}, 1).rules[rule] / 60
+            projected_minutes = share * project(config, widths, {task: task_size(spec, "train")}, 1).rules[stage] / 60
             requested = {int(job["resources"]["runtime"]) for job in plans["paper_auto"]
                          if job["rule"] == rule and job["wildcards"].get("task") == task}
             assert len(requested) == 1 and min(requested) >= projected_minutes, (rule, task, requested, projected_minutes)

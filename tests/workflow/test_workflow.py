@@ -36,6 +36,7 @@ def test_dry_run_of_the_demo_and_the_paper_config(dry_run) -> None:
     assert counts["embed"] == 27 * 6  # (encoder, task): both splits in one job
     assert counts["intrinsic"] == 6 * 4  # (task, layer): every configured layer
     assert counts["extrinsic"] == counts["probe_table"] == 6 * extrinsic_layers  # (task, extrinsic layer)
+    assert counts["extrinsic_part"] == 27 * 6 * extrinsic_layers  # extrinsic.sources_per_job: 1
     assert counts["probe"] == 27 * 6
     assert counts["download_model"] == 27 and counts["download_task"] == 6  # staging, on the submit host
     assert counts["rank_deficiency"] == 6 and counts["correlate"] == counts["paper_comparison"] == 1
@@ -393,6 +394,32 @@ def test_a_lemma_5_2_violation_fails_the_extrinsic_job(tiny_run, tmp_path: Path)
     assert re.search(r"NumericalError: .*Lemma 5\.2", log), log[-2000:]
     assert "Traceback" not in log
     assert not (workdir / target).exists()
+
+
+def test_an_extrinsic_job_split_by_source_writes_the_single_jobs_files(tiny_run, tmp_path: Path) -> None:
+    """extrinsic.sources_per_job: parts of 3 and 1 sources and their merge rebuild every extrinsic file of
+    the tiny run (one job per task and layer), byte for byte; nothing upstream runs again."""
+    import shutil
+
+    results, config = tiny_run
+    workdir = tmp_path / "copy"
+    shutil.copytree(results.parent.parent, workdir, ignore=shutil.ignore_patterns(".snakemake"))
+    extrinsic = workdir / "results" / "tiny" / "extrinsic"
+    shutil.rmtree(extrinsic)
+    split = {**config, "extrinsic": {**config["extrinsic"], "sources_per_job": 3}}
+    configfile = write_config(workdir / "split.yaml", split)
+    result = snakemake("--cores", "2", "--configfile", str(configfile), "--until", "extrinsic", workdir=workdir)
+    stats = job_counts(result.stdout + result.stderr)
+    layers = len(config["layers"]) * len(config["tasks"])
+    assert stats.get("extrinsic_part") == 2 * layers and stats.get("extrinsic") == layers, stats  # 4 encoders: 3 + 1
+    assert not {"intrinsic", "probe", "embed"} & set(stats), stats
+    written = sorted(p.relative_to(results / "extrinsic") for p in (results / "extrinsic").rglob("*.csv")
+                     if p.name != "summary.csv")
+    assert written, "the tiny run wrote no extrinsic files"
+    for name in written:
+        assert (extrinsic / name).read_bytes() == (results / "extrinsic" / name).read_bytes(), name
+    log = (workdir / "results" / "tiny" / "logs" / "extrinsic_part").glob("*.log")
+    assert any("the 9 pairs mapped from" in path.read_text() for path in log)  # 3 sources x 3 targets
 
 
 # ---------------------------------------------------------------------------------------------

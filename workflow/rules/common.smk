@@ -1,6 +1,7 @@
 # Config validation, names, paths and input functions shared by all rule files.
 import functools
 import itertools
+import math
 import os
 import re
 from pathlib import Path
@@ -45,7 +46,13 @@ if (PROJECT_DIR / "src" / "affine_homotopy").is_dir() and Path(affine_homotopy._
 
 from affine_homotopy.errors import ConfigError, DataError
 
-from affine_homotopy.study.validation import check_config, extrinsic_layers, rank_deficiency_group, table_layer
+from affine_homotopy.study.validation import (
+    check_config,
+    extrinsic_layers,
+    extrinsic_parts,
+    rank_deficiency_group,
+    table_layer,
+)
 
 from affine_homotopy.study.families import family_members, training_dynamics_members
 from affine_homotopy.core.measures import (
@@ -116,6 +123,8 @@ LAYERS = layer_labels(LAYER_POSITIONS)
 # The layers the probes, the extrinsic stage and Table 1 run at (extrinsic.layers; null = LAYERS), in
 # config order; the intrinsic stage and Figures 1, 3 and 4 keep every layer of LAYERS
 EXTRINSIC_LAYERS = extrinsic_layers(config)
+# extrinsic.sources_per_job: the source encoders of each extrinsic part job (None: one job per task and layer)
+EXTRINSIC_PARTS = extrinsic_parts(config)
 SPLITS = ["train", "dev"]
 
 
@@ -307,6 +316,13 @@ def pairwise_resource(key, rule="intrinsic"):
         return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt)[key]
 
     return estimate
+
+
+def extrinsic_part_runtime(wildcards, attempt):
+    # the single extrinsic job's request, shared by its parts in proportion to their sources
+    n = TASK_SIZES[(wildcards.task, "train")]
+    share = len(EXTRINSIC_PARTS[int(wildcards.part)]) / len(ENCODERS)
+    return max(10, math.ceil(all_pairs_runtime("extrinsic", n, attempt) * share))
 
 
 def rank_deficiency_resource(key):

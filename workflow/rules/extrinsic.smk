@@ -57,35 +57,103 @@ rule probe_table:
         "../scripts/probe_table.py"
 
 
-rule extrinsic:
-    input:
-        embeddings=all_train_embeddings,
-        probes=probe_weights,
-        d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
-        map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
-    output:
-        **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
-        diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
-    log:
-        job_log("extrinsic/{task}_{layer}"),
-    benchmark:
-        job_benchmark("extrinsic/{task}_{layer}")
-    conda:
-        "../envs/compute.yaml"
-    # one thread: the certified LPs run on one BLAS thread by design (FixedClassifierSolver), so a
-    # second one would mostly idle; two jobs at once use the cores instead
-    threads: 1
-    resources:
-        gpu=GPU_REQUEST,
-        mem_mb=pairwise_resource("mem_mb"),
-        runtime=pairwise_resource("runtime", "extrinsic"),
-        disk_mb=pairwise_resource("disk_mb"),
-    params:
-        encoders=ENCODERS,
-        study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
-        device=config["device"],
-    script:
-        "../scripts/extrinsic.py"
+if EXTRINSIC_PARTS is None:
+
+    rule extrinsic:
+        input:
+            embeddings=all_train_embeddings,
+            probes=probe_weights,
+            d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
+            map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
+        output:
+            **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
+            diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
+        log:
+            job_log("extrinsic/{task}_{layer}"),
+        benchmark:
+            job_benchmark("extrinsic/{task}_{layer}")
+        conda:
+            "../envs/compute.yaml"
+        # one thread: the certified LPs run on one BLAS thread by design (FixedClassifierSolver), so a
+        # second one would mostly idle; two jobs at once use the cores instead
+        threads: 1
+        resources:
+            gpu=GPU_REQUEST,
+            mem_mb=pairwise_resource("mem_mb"),
+            runtime=pairwise_resource("runtime", "extrinsic"),
+            disk_mb=pairwise_resource("disk_mb"),
+        params:
+            encoders=ENCODERS,
+            sources=None,
+            study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
+            device=config["device"],
+        script:
+            "../scripts/extrinsic.py"
+
+else:
+    # extrinsic.sources_per_job: one job per block of consecutive source encoders, then a merge job
+    # that writes the files the single job writes
+
+    rule extrinsic_part:
+        input:
+            embeddings=all_train_embeddings,
+            probes=probe_weights,
+            d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
+            map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
+        output:
+            **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/parts/{{part}}/{name}.csv" for name in EXTRINSIC_MATRICES},
+            diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/parts/{{part}}/d_psi_diagnostics.csv",
+        log:
+            job_log("extrinsic_part/{task}_{layer}_{part}"),
+        benchmark:
+            job_benchmark("extrinsic_part/{task}_{layer}_{part}")
+        wildcard_constraints:
+            part=r"\d+",
+        conda:
+            "../envs/compute.yaml"
+        threads: 1  # as the single job's
+        resources:
+            gpu=GPU_REQUEST,
+            mem_mb=pairwise_resource("mem_mb"),
+            runtime=extrinsic_part_runtime,
+            disk_mb=pairwise_resource("disk_mb"),
+        params:
+            encoders=ENCODERS,
+            sources=lambda wildcards: EXTRINSIC_PARTS[int(wildcards.part)],
+            study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
+            device=config["device"],
+        script:
+            "../scripts/extrinsic.py"
+
+    rule extrinsic:
+        input:
+            parts=expand(
+                f"{RESULTS}/extrinsic/{{{{task}}}}/{{{{layer}}}}/parts/{{part}}/d_psi_diagnostics.csv",
+                part=range(len(EXTRINSIC_PARTS)),
+            ),
+            matrices=expand(
+                f"{RESULTS}/extrinsic/{{{{task}}}}/{{{{layer}}}}/parts/{{part}}/{{name}}.csv",
+                part=range(len(EXTRINSIC_PARTS)),
+                name=EXTRINSIC_MATRICES,
+            ),
+        output:
+            **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
+            diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
+        log:
+            job_log("extrinsic/{task}_{layer}"),
+        benchmark:
+            job_benchmark("extrinsic/{task}_{layer}")
+        conda:
+            "../envs/compute.yaml"
+        resources:
+            mem_mb=fixed_resource("table", "mem_mb"),
+            runtime=fixed_resource("table", "runtime"),
+        params:
+            encoders=ENCODERS,
+            parts=EXTRINSIC_PARTS,
+            matrices=EXTRINSIC_MATRICES,
+        script:
+            "../scripts/extrinsic_merge.py"
 
 
 rule extrinsic_summary:

@@ -1,7 +1,8 @@
-"""Extrinsic distances of one (task, layer) for all ordered pairs: the measures extrinsic.measures selects
-(d_psi always; d_worst; d_worst_search), their certified lower bounds and Lemma 5.2's bounds. Every bound
-is checked before anything is written: a violation is a bug and fails the job with a NumericalError,
-leaving no output."""
+"""Extrinsic distances of one (task, layer) for all ordered pairs, or, in a job split by source
+(extrinsic.sources_per_job), for the pairs its encoders are mapped from (params.sources; the other rows
+of its matrices stay empty): the measures extrinsic.measures selects (d_psi always; d_worst;
+d_worst_search), their certified lower bounds and Lemma 5.2's bounds. Every bound is checked before
+anything is written: a violation is a bug and fails the job with a NumericalError, leaving no output."""
 
 import logging
 
@@ -12,6 +13,7 @@ from affine_homotopy.core.extrinsic.summary import diagnostics_frame
 from affine_homotopy.jobs.io import read_embeddings, read_matrix, write_csv, write_matrix
 from affine_homotopy.core.linalg import check_finite_representations
 from affine_homotopy.jobs.devices import select_device
+from affine_homotopy.jobs.extrinsic_parts import part_pairs
 from affine_homotopy.jobs.probe_files import load_probe_file
 from affine_homotopy.jobs.runner import run
 
@@ -46,10 +48,17 @@ def main(snakemake):
                  measures_line(settings, randoms[0].weight.shape[0]))
     # d_worst is the only measure that evaluates the random-label probes (the search starts from its classifiers)
     randoms = randoms if "d_worst" in settings.measures else None
-    result = extrinsic_distances(reps, probes, names, np.load(snakemake.input.map_weights), randoms, settings, d_aff)
-    logging.info("Lemma 5.2 tightness d_psi / bound: %s",
-                 tightness_summary(result.values.d_psi, result.bounds.task, result.values.d_worst,
-                                   slack=result.bounds.task_slack))
+    sources = snakemake.params.sources  # None: every ordered pair
+    pairs = None if sources is None else part_pairs(names, sources)
+    if pairs is not None:
+        logging.info("part of a job split by source (extrinsic.sources_per_job): the %d pairs mapped from %s",
+                     len(pairs), ", ".join(sources))
+    result = extrinsic_distances(reps, probes, names, np.load(snakemake.input.map_weights), randoms, settings, d_aff,
+                                 pairs)
+    if pairs is None:  # a part's log has no whole table to summarise: the merge job logs it
+        logging.info("Lemma 5.2 tightness d_psi / bound: %s",
+                     tightness_summary(result.values.d_psi, result.bounds.task, result.values.d_worst,
+                                       slack=result.bounds.task_slack))
     result.check_bounds()  # NumericalError before anything is written
     matrices = result.matrices()
     declared = [name for name in snakemake.output.keys() if name != "diagnostics"]

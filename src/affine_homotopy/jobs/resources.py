@@ -252,9 +252,10 @@ def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:
     """Jobs per rule of a whole run of a validated config, as the workflow plans them (rules without
     jobs left out). Not the staging downloads, which run only for what ``resources/`` lacks."""
     from ..study.families import family_members, training_dynamics_members
-    from ..study.validation import extrinsic_layers
+    from ..study.validation import extrinsic_layers, extrinsic_parts
 
     sources = [spec["source"] for spec in config["encoders"].values()]
+    parts = extrinsic_parts(config)  # None: one extrinsic job per task and layer; else parts and a merge
     models = sum(source not in ("derived", "embeddings") for source in sources)
     tasks, encoders = len(config["tasks"]), len(sources)
     layers, outer = len(layer_positions(config["layers"])), len(extrinsic_layers(config))
@@ -263,6 +264,7 @@ def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         "staging_complete": 1, "prepare_task": tasks, "embed": models * tasks,
         "import_embeddings": sources.count("embeddings") * tasks, "derive": sources.count("derived") * tasks,
         "intrinsic": tasks * layers, "probe": encoders * tasks, "probe_table": tasks * outer, "extrinsic": tasks * outer,
+        "extrinsic_part": 0 if parts is None else tasks * outer * len(parts),
         "extrinsic_summary": 1, "correlate": 1, "paper_comparison": 1, "rank_analysis": 1, "preorder": 1,
         "rank_deficiency": tasks, "figure_asymmetry_grid": 1, "figure_extrinsic_vs_intrinsic": 1,
         "figure_layer_trend": 1, "figure_rank_deficiency": 1, "figure_training_dynamics": int(dynamics),
@@ -314,9 +316,19 @@ def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None
     encoders = config["encoders"]
     stored = encoder_widths(encoders, widths)
     out = {}
+    split = "extrinsic_part" in planned_jobs(config)  # extrinsic.sources_per_job: the parts do the work
     for rule, count in planned_jobs(config).items():
-        if rule not in costs.startup:
+        # a part runs the extrinsic script and starts as an extrinsic job does; the merge that then
+        # holds the rule's name only reads and writes tables (its start-up priced as the same script's)
+        startup_rule = "extrinsic" if rule == "extrinsic_part" else rule
+        if startup_rule not in costs.startup:
             out[rule] = (count, math.nan)
+            continue
+        if rule == "extrinsic_part":
+            out[rule] = (count, count * costs.startup[startup_rule] + projection.rules.get("extrinsic", 0.0))
+            continue
+        if rule == "extrinsic" and split:
+            out[rule] = (count, count * costs.startup[rule])
             continue
         if rule == "embed":
             # one job per (model encoder, task): one model load, both splits' examples

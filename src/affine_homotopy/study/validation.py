@@ -305,6 +305,16 @@ def _check_user_data(config: dict[str, Any], data_checks: bool) -> None:
 # defaults that depend on other keys (one definition, read by the rule files)
 
 
+def extrinsic_parts(config: Mapping[str, Any]) -> list[list[str]] | None:
+    """The encoders each extrinsic job maps from (``extrinsic.sources_per_job`` consecutive encoders of
+    ``encoders``, in their order), or None: one job per task and layer computes every ordered pair."""
+    per_job = config.get("extrinsic", {}).get("sources_per_job")
+    if per_job is None:
+        return None
+    names = list(config["encoders"])
+    return [names[first : first + per_job] for first in range(0, len(names), per_job)]
+
+
 def extrinsic_layers(config: Mapping[str, Any]) -> list[str]:
     """Labels of the layers the extrinsic stage, its probes and Table 1 run at (``extrinsic.layers``), in
     the order of the configured ``layers``: null means every configured layer. Each entry is a position
