@@ -264,9 +264,10 @@ def tiny_config(tiny_models: dict[str, Path], **overrides: Any) -> dict[str, Any
 
 
 GPU_CAPABLE = {"embed", "intrinsic", "extrinsic", "rank_deficiency"}
-# the same where the extrinsic jobs are split by source (extrinsic.sources_per_job, as config/paper.yaml):
-# the parts compute, and the merge job that holds the rule's name only reads and writes tables
-GPU_CAPABLE_SPLIT = (GPU_CAPABLE - {"extrinsic"}) | {"extrinsic_part"}
+# the rules that ask for a GPU in config/paper.yaml's plan under device: auto: its extrinsic jobs keep to
+# the CPU (extrinsic.device: cpu; split by source, extrinsic.sources_per_job, into extrinsic_part jobs
+# and a merge job that holds the rule's name)
+PAPER_GPU_RULES = GPU_CAPABLE - {"extrinsic"}
 
 
 def planned_jobs(output: str) -> list[dict[str, object]]:

@@ -21,7 +21,7 @@ from affine_homotopy.jobs import devices
 from affine_homotopy.errors import ConfigError
 
 from tests.helpers import (
-    GPU_CAPABLE_SPLIT, SLURM_PROFILE, paper_plan, planned_jobs, snakemake, tiny_config, write_config,
+    PAPER_GPU_RULES, SLURM_PROFILE, paper_plan, planned_jobs, snakemake, tiny_config, write_config,
 )
 
 
@@ -150,6 +150,28 @@ def test_device_cuda_without_cuda_stops_the_workflow_before_any_job(tmp_path: Pa
     assert result.returncode != 0
     assert "config key 'device' has value 'cuda'" in result.stderr
     assert not (tmp_path / "results").exists()
+    # extrinsic.device: cuda alone, the rest on the CPU, stops it too, naming that key
+    tiny = tiny_config(tiny_models, device="cpu")
+    tiny["extrinsic"]["device"] = "cuda"
+    result = snakemake("--cores", "1", "--configfile", str(write_config(tmp_path / "cuda_extrinsic.yaml", tiny)),
+                       workdir=tmp_path, check=False)
+    assert result.returncode != 0
+    assert "config key 'extrinsic.device' has value 'cuda'" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize(("device", "extrinsic", "asking"), [
+    ("auto", "cpu", {"embed", "intrinsic", "rank_deficiency"}),
+    ("cpu", "auto", {"extrinsic"}),
+    ("auto", None, {"embed", "intrinsic", "rank_deficiency", "extrinsic"}),
+])
+def test_extrinsic_device_chooses_the_extrinsic_jobs_gpu_alone(dry_run, tmp_path: Path, tiny_models, device: str,
+                                                              extrinsic: str | None, asking: set[str]) -> None:
+    tiny = tiny_config(tiny_models, device=device)
+    tiny["extrinsic"]["device"] = extrinsic
+    jobs = planned_jobs(dry_run("--cores", "2", "--configfile", str(write_config(tmp_path / "c.yaml", tiny))))
+    assert {job["rule"] for job in jobs if int(job["resources"].get("gpu", 0)) > 0} == asking
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,8 +211,8 @@ def test_the_slurm_profile_sends_only_gpu_jobs_to_the_gpu_partition(dry_run, dev
     assert len(jobs) > 400  # the paper's whole plan
     for job in jobs:
         partition, sbatch = plugin_submission(job, partitions)
-        wants_gpu = device != "cpu" and job["rule"] in GPU_CAPABLE_SPLIT
+        wants_gpu = device != "cpu" and job["rule"] in PAPER_GPU_RULES
         assert partition == ("<gpu-partition>" if wants_gpu else "<cpu-partition>"), (device, job["rule"], partition)
         assert ("--gpus=1" in sbatch) == wants_gpu, (device, job["rule"], sbatch)
         assert ("-p '<gpu-partition>'" in sbatch) == wants_gpu, sbatch
-    assert {job["rule"] for job in jobs} >= GPU_CAPABLE_SPLIT
+    assert {job["rule"] for job in jobs} >= PAPER_GPU_RULES | {"extrinsic_part"}

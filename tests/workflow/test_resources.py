@@ -11,7 +11,7 @@ import re
 import pytest
 import yaml
 
-from tests.helpers import DEMO, GPU_CAPABLE_SPLIT, REPO, paper_plan, planned_jobs, rule_blocks
+from tests.helpers import DEMO, PAPER_GPU_RULES, REPO, paper_plan, planned_jobs, rule_blocks
 
 pytestmark = [pytest.mark.workflow, pytest.mark.timeout(900)]
 PAIRWISE = {"intrinsic", "rank_deficiency"}  # the d_aff solver: multi-threaded products
@@ -40,7 +40,7 @@ def test_no_job_asks_for_a_gpu_under_device_cpu(plans) -> None:
         asking = {job["rule"] for job in plans[name] if int(job["resources"].get("gpu", 0)) > 0}
         assert not asking, f"{name}: {sorted(asking)} request a GPU although device: cpu"
     asking = {job["rule"] for job in plans["paper_auto"] if int(job["resources"].get("gpu", 0)) > 0}
-    assert asking == GPU_CAPABLE_SPLIT  # device: auto: embedding and the all-pairs jobs (the paper's split extrinsic)
+    assert asking == PAPER_GPU_RULES  # device: auto: embedding and the d_aff jobs; extrinsic.device: cpu
 
 
 def test_rank_deficiency_has_the_threads_of_the_other_all_pairs_jobs(plans) -> None:

@@ -89,6 +89,7 @@ if workflow.local_exec:
 
     try:
         check_device_available(config["device"])
+        check_device_available(config["extrinsic"]["device"], "extrinsic.device")
     except ConfigError as error:
         raise WorkflowError(f"Invalid configuration: {error}") from None
 
@@ -266,6 +267,10 @@ INTRINSIC_MEASURES = list(stage_outputs(config["intrinsic"]["measures"]))
 # profile no job goes to a GPU partition (the plugin picks partitions from this resource). Which GPU
 # a job computes on it claims itself (affine_homotopy.jobs.devices).
 GPU_REQUEST = 0 if config["device"] == "cpu" else 1
+# extrinsic.device (null = device): the extrinsic jobs' own choice, since their certified LPs run on the
+# CPU and a GPU speeds them up little (docs/performance.md, "On a GPU")
+EXTRINSIC_DEVICE = config["extrinsic"]["device"] or config["device"]
+EXTRINSIC_GPU_REQUEST = 0 if EXTRINSIC_DEVICE == "cpu" else 1
 # Figure 3's encoders (null = every non-derived encoder), defined once in the package
 RANK_DEFICIENCY_GROUP = rank_deficiency_group(config)
 # The settings a stage's jobs get as params, without the thread counts (embedding.threads,

@@ -78,7 +78,7 @@ if EXTRINSIC_PARTS is None:
         # second one would mostly idle; two jobs at once use the cores instead
         threads: 1
         resources:
-            gpu=GPU_REQUEST,
+            gpu=EXTRINSIC_GPU_REQUEST,
             mem_mb=pairwise_resource("mem_mb"),
             runtime=pairwise_resource("runtime", "extrinsic"),
             disk_mb=pairwise_resource("disk_mb"),
@@ -86,7 +86,7 @@ if EXTRINSIC_PARTS is None:
             encoders=ENCODERS,
             sources=None,
             study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
-            device=config["device"],
+            device=EXTRINSIC_DEVICE,
         script:
             "../scripts/extrinsic.py"
 
@@ -113,7 +113,7 @@ else:
             "../envs/compute.yaml"
         threads: 1  # as the single job's
         resources:
-            gpu=GPU_REQUEST,
+            gpu=EXTRINSIC_GPU_REQUEST,
             mem_mb=pairwise_resource("mem_mb"),
             runtime=extrinsic_part_runtime,
             disk_mb=pairwise_resource("disk_mb"),
@@ -121,7 +121,7 @@ else:
             encoders=ENCODERS,
             sources=lambda wildcards: EXTRINSIC_PARTS[int(wildcards.part)],
             study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
-            device=config["device"],
+            device=EXTRINSIC_DEVICE,
         script:
             "../scripts/extrinsic.py"
 

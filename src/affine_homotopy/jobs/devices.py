@@ -141,15 +141,16 @@ def select_device(preference: str = "auto", gpus_granted: int | None = None) -> 
     return cuda if available and granted else torch.device("cpu")
 
 
-def check_device_available(device: str) -> None:
-    """At workflow start-up, for jobs that run on this machine: ``device: cuda`` needs CUDA here."""
+def check_device_available(device: str, key: str = "device") -> None:
+    """At workflow start-up, for jobs that run on this machine: ``device: cuda`` (or the config ``key``
+    that chose it, e.g. ``extrinsic.device``) needs CUDA here."""
     if device != "cuda":
         return
     import torch
 
     if not torch.cuda.is_available():
         raise ConfigError(
-            "config key 'device' has value 'cuda', but this machine has no usable CUDA device "
-            "(torch.cuda.is_available() is False), so every GPU job would fail. Fix: 'device: auto' (CUDA "
-            "where a job is given a GPU, else the CPU) or 'device: cpu', or run where CUDA is available."
+            f"config key '{key}' has value 'cuda', but this machine has no usable CUDA device "
+            f"(torch.cuda.is_available() is False), so every GPU job would fail. Fix: '{key}: auto' (CUDA "
+            f"where a job is given a GPU, else the CPU) or '{key}: cpu', or run where CUDA is available."
         )
