@@ -363,6 +363,28 @@ def fixed_resource(kind, key):
     return lambda wildcards, attempt: fixed_resources(kind, attempt)[key]
 
 
+# what a job that computes extrinsic pairs reads, the files it writes into a folder, and its settings:
+# the same for the single job of a (task, layer) and for the parts of one split by source
+EXTRINSIC_JOB_INPUT = dict(
+    embeddings=all_train_embeddings,
+    probes=probe_weights,
+    d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
+    map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
+)
+EXTRINSIC_JOB_PARAMS = dict(
+    encoders=ENCODERS,
+    study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
+    device=EXTRINSIC_DEVICE,
+)
+
+
+def extrinsic_files(folder):
+    return {
+        **{name: f"{folder}/{name}.csv" for name in EXTRINSIC_MATRICES},
+        "diagnostics": f"{folder}/d_psi_diagnostics.csv",
+    }
+
+
 if workflow.is_main_process:
     _estimate = study_estimate(config)
     logger.info(

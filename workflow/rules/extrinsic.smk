@@ -61,13 +61,9 @@ if EXTRINSIC_PARTS is None:
 
     rule extrinsic:
         input:
-            embeddings=all_train_embeddings,
-            probes=probe_weights,
-            d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
-            map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
+            **EXTRINSIC_JOB_INPUT,
         output:
-            **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
-            diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
+            **extrinsic_files(f"{RESULTS}/extrinsic/{{task}}/{{layer}}"),
         log:
             job_log("extrinsic/{task}_{layer}"),
         benchmark:
@@ -83,10 +79,8 @@ if EXTRINSIC_PARTS is None:
             runtime=pairwise_resource("runtime", "extrinsic"),
             disk_mb=pairwise_resource("disk_mb"),
         params:
-            encoders=ENCODERS,
+            **EXTRINSIC_JOB_PARAMS,
             sources=None,
-            study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
-            device=EXTRINSIC_DEVICE,
         script:
             "../scripts/extrinsic.py"
 
@@ -96,13 +90,9 @@ else:
 
     rule extrinsic_part:
         input:
-            embeddings=all_train_embeddings,
-            probes=probe_weights,
-            d_aff=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff.csv",
-            map_weights=f"{RESULTS}/intrinsic/{{task}}/{{layer}}/d_aff_weights.npy",
+            **EXTRINSIC_JOB_INPUT,
         output:
-            **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/parts/{{part}}/{name}.csv" for name in EXTRINSIC_MATRICES},
-            diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/parts/{{part}}/d_psi_diagnostics.csv",
+            **extrinsic_files(f"{RESULTS}/extrinsic/{{task}}/{{layer}}/parts/{{part}}"),
         log:
             job_log("extrinsic_part/{task}_{layer}_{part}"),
         benchmark:
@@ -118,10 +108,8 @@ else:
             runtime=extrinsic_part_runtime,
             disk_mb=pairwise_resource("disk_mb"),
         params:
-            encoders=ENCODERS,
+            **EXTRINSIC_JOB_PARAMS,
             sources=lambda wildcards: EXTRINSIC_PARTS[int(wildcards.part)],
-            study={"extrinsic": config["extrinsic"], "intrinsic": INTRINSIC_SETTINGS},
-            device=EXTRINSIC_DEVICE,
         script:
             "../scripts/extrinsic.py"
 
@@ -137,8 +125,7 @@ else:
                 name=EXTRINSIC_MATRICES,
             ),
         output:
-            **{name: f"{RESULTS}/extrinsic/{{task}}/{{layer}}/{name}.csv" for name in EXTRINSIC_MATRICES},
-            diagnostics=f"{RESULTS}/extrinsic/{{task}}/{{layer}}/d_psi_diagnostics.csv",
+            **extrinsic_files(f"{RESULTS}/extrinsic/{{task}}/{{layer}}"),
         log:
             job_log("extrinsic/{task}_{layer}"),
         benchmark:

@@ -316,8 +316,9 @@ def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None
     encoders = config["encoders"]
     stored = encoder_widths(encoders, widths)
     out = {}
-    split = "extrinsic_part" in planned_jobs(config)  # extrinsic.sources_per_job: the parts do the work
-    for rule, count in planned_jobs(config).items():
+    jobs = planned_jobs(config)
+    split = "extrinsic_part" in jobs  # extrinsic.sources_per_job: the parts do the work
+    for rule, count in jobs.items():
         # a part runs the extrinsic script and starts as an extrinsic job does; the merge that then
         # holds the rule's name only reads and writes tables (its start-up priced as the same script's)
         startup_rule = "extrinsic" if rule == "extrinsic_part" else rule
