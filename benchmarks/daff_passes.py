@@ -3,7 +3,7 @@
 Run from the repository root (2-core machine: keep OpenMP threads from spinning)::
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m benchmarks.daff_passes [--sizes 2000 20000 67349] [--baseline REV] \\
-        [--stability] [--first-set]
+        [--stability] [--first-set] [--breakdown]
 
 Data: SST-2's training sentences (``<glue-dir>/SST-2/train.tsv``, all 67,349, in file order; the first
 N rows at each size) embedded with mean pooling by all-MiniLM-L6-v2 (layers 3 and 6) and
@@ -21,7 +21,11 @@ over that unit. Both solvers run one after the other on each pair (``--baseline`
 to overlap the current ones). The last lines are the goal table of the cost question
 (d_aff passes per pair at N = 67,349: at most 8). ``--first-set`` then solves each pair again with a
 known support joining its first working set (``working_set_fit``'s ``first_rows``): its own final support
-(what no related problem can beat) and its reverse direction's.
+(what no related problem can beat) and its reverse direction's. ``--breakdown`` solves each pair once
+more with clocks on the working-set loop's parts and prints where its passes go: the loose rounds' and
+the tight rounds' weighted fits (fits, rows), the float32 screens, the exact checks of a closing map in
+the design's precision, and the rest (the least-squares fit that chooses the first set, and the loop's
+bookkeeping).
 """
 
 from __future__ import annotations
@@ -159,6 +163,74 @@ def stability(source: np.ndarray, target: np.ndarray, n: int, base: minimax.Mini
     return abs(float(jittered.upper[0]) - value) / value, abs(float(threaded.upper[0]) - value) / value
 
 
+class PassClock:
+    """Clocks on the parts of ``minimax.working_set_fit`` while it is active (a context manager): the rounds'
+    weighted fits (the nested ``minimax_fit`` calls, loose or tight by their ``tol``), the float32 screens and
+    the exact checks (``_Screen.residuals``, ``_Screen.exact``). CPU seconds by ``time.process_time``."""
+
+    def __init__(self) -> None:
+        self.seconds = {"loose rounds": 0.0, "tight rounds": 0.0, "screens": 0.0, "exact checks": 0.0}
+        self.counts = {key: 0 for key in self.seconds}
+        self.fits = {"loose rounds": 0, "tight rounds": 0}
+        self.rows: dict[str, list[int]] = {"loose rounds": [], "tight rounds": []}
+
+    def __enter__(self) -> "PassClock":
+        self.saved = (minimax.minimax_fit, minimax._Screen.residuals, minimax._Screen.exact)
+        fit, residuals, exact = self.saved
+
+        def clocked_fit(design, targets, atol, tol=1e-3, *args, **kwargs):
+            part = "tight rounds" if tol <= TOL else "loose rounds"
+            tick = time.process_time()
+            result = fit(design, targets, atol, tol, *args, **kwargs)
+            self._add(part, time.process_time() - tick)
+            self.fits[part] += int(result.iterations[0])
+            self.rows[part].append(design.shape[0])
+            return result
+
+        def clocked(method, part):
+            def run(screen, coef):
+                tick = time.process_time()
+                out = method(screen, coef)
+                self._add(part, time.process_time() - tick)
+                return out
+            return run
+
+        minimax.minimax_fit = clocked_fit  # working_set_fit's rounds look the name up in the module
+        minimax._Screen.residuals = clocked(residuals, "screens")
+        minimax._Screen.exact = clocked(exact, "exact checks")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        minimax.minimax_fit, minimax._Screen.residuals, minimax._Screen.exact = self.saved
+
+    def _add(self, part: str, seconds: float) -> None:
+        self.seconds[part] += seconds
+        self.counts[part] += 1
+
+
+def breakdown_line(design: torch.Tensor, y: torch.Tensor, atol: torch.Tensor, unit: float) -> str:
+    """Where one pair's passes go (:class:`PassClock`), solved once more as :func:`solve` does."""
+    top = minimax.minimax_fit
+    with PassClock() as clock:
+        tick = time.process_time()
+        top(design, y, atol, TOL, MAX_ITER, orthonormal=True, working_set=True)
+        total = time.process_time() - tick
+    parts = []
+    for part, seconds in clock.seconds.items():
+        text = f"{part} {seconds / unit:.1f}"
+        if part in clock.fits and clock.rows[part]:
+            low, high = min(clock.rows[part]), max(clock.rows[part])
+            rows = f"{low:,}" if low == high else f"{low:,}-{high:,}"
+            rounds = clock.counts[part]
+            text += f" ({rounds} round{'s' if rounds > 1 else ''}, {clock.fits[part]} fits on {rows} rows)"
+        elif clock.counts[part]:
+            text += f" ({clock.counts[part]})"
+        parts.append(text)
+    rest = total - sum(clock.seconds.values())
+    parts.append(f"least squares and the rest {rest / unit:.1f}")
+    return f"where the {total / unit:.1f} passes go: " + "; ".join(parts)
+
+
 def first_set_lines(reps: dict[str, np.ndarray], n: int, supports: dict[tuple[str, str], torch.Tensor]) -> None:
     """Each pair solved again with a known support joining its first working set (``working_set_fit``'s
     ``first_rows``): its own final support, and its reverse direction's where that pair was solved too."""
@@ -195,6 +267,9 @@ def main() -> None:
     parser.add_argument("--first-set", action="store_true",
                         help="also solve each pair with a known support joining its first working set: its own final "
                              "support (the best any related problem could give) and its reverse direction's")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also solve each pair once more with clocks on the working-set loop's parts, and print "
+                             "where its passes go")
     args = parser.parse_args()
     torch.set_num_threads(1)
     reps = encoders(args.glue_dir)
@@ -229,6 +304,8 @@ def main() -> None:
                 kernels = fit_kernel_seconds(design, y)
                 say(f"{'':6}  one float32 fit on 6,000 rows, before -> today: " + "; ".join(
                     f"{name} {old:.4f} -> {new:.4f} s ({old / new:.2f}x)" for name, (old, new) in kernels.items()))
+            if args.breakdown and new.rounds is not None and int(new.rounds[0]):
+                say(f"{'':6}  {breakdown_line(design, y, atol, unit)}")
             supports[(source, target)] = torch.nonzero(new.weights_lower[0] > 0).squeeze(1)
             if args.stability:
                 jitter, threads = stability(reps[source], reps[target], n, new)

@@ -498,6 +498,29 @@ def test_working_set_interval_is_certified_on_all_rows_and_contains_the_optimum(
     assert (result.lower <= plain.upper * (1 + 1e-12) + atol).all() and (plain.lower <= result.upper * (1 + 1e-12) + atol).all()
 
 
+def test_pass_clock_sees_every_round_fit_and_screen_and_changes_nothing() -> None:
+    """``benchmarks/daff_passes.py --breakdown``'s clocks: every weighted fit of the rounds is counted (the
+    iterations less the least-squares fit), one screen per round, an exact check of the closing map; the
+    interval is the one the loop gives without the clocks, and the module is restored on exit."""
+    from benchmarks.daff_passes import TOL, PassClock
+
+    x, targets = many_rows(np.random.default_rng(21))
+    design, stacked = torch.from_numpy(affine_design(x)), torch.from_numpy(pad(targets[:1]))
+    atol = torch.full((1,), 10 * F32_EPS * float(np.linalg.norm(pad(targets[:1]), axis=2).max()), dtype=torch.float64)
+    originals = (minimax.minimax_fit, minimax._Screen.residuals, minimax._Screen.exact)
+    plain = minimax.working_set_fit(design, stacked, atol, TOL, 20000, orthonormal=True, initial_rows=40)
+    with PassClock() as clock:
+        clocked = minimax.working_set_fit(design, stacked, atol, TOL, 20000, orthonormal=True, initial_rows=40)
+    assert (minimax.minimax_fit, minimax._Screen.residuals, minimax._Screen.exact) == originals
+    assert torch.equal(clocked.upper, plain.upper) and torch.equal(clocked.lower, plain.lower)
+    rounds = int(clocked.rounds[0])
+    assert rounds > 1 and clock.counts["loose rounds"] >= 1 and clock.counts["tight rounds"] >= 1
+    assert clock.counts["loose rounds"] + clock.counts["tight rounds"] == rounds == clock.counts["screens"]
+    assert clock.fits["loose rounds"] + clock.fits["tight rounds"] == int(clocked.iterations[0]) - 1
+    assert clock.counts["exact checks"] >= 1 and all(seconds >= 0 for seconds in clock.seconds.values())
+    assert max(clock.rows["loose rounds"] + clock.rows["tight rounds"]) < 900  # the rounds ran on subsets
+
+
 def test_working_set_first_rows_join_the_first_set_and_keep_the_interval_certified() -> None:
     """``first_rows`` (here each target's own final support, the best a related problem could give) join the
     first set: fewer rounds are needed, and the interval stays certified on every row and overlaps the
