@@ -498,27 +498,40 @@ def test_working_set_interval_is_certified_on_all_rows_and_contains_the_optimum(
     assert (result.lower <= plain.upper * (1 + 1e-12) + atol).all() and (plain.lower <= result.upper * (1 + 1e-12) + atol).all()
 
 
-def test_pass_clock_sees_every_round_fit_and_screen_and_changes_nothing() -> None:
-    """``benchmarks/daff_passes.py --breakdown``'s clocks: every weighted fit of the rounds is counted (the
-    iterations less the least-squares fit), one screen per round, an exact check of the closing map; the
-    interval is the one the loop gives without the clocks, and the module is restored on exit."""
-    from benchmarks.daff_passes import TOL, PassClock
-
+def test_working_set_rounds_fit_subsets_and_count_every_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each round of ``working_set_fit`` is one weighted fit on a subset of the rows and one screen; their fits
+    add up to the iterations less the least-squares fit, an exact check certifies the closing map, and counting
+    the calls changes nothing in the interval."""
     x, targets = many_rows(np.random.default_rng(21))
     design, stacked = torch.from_numpy(affine_design(x)), torch.from_numpy(pad(targets[:1]))
     atol = torch.full((1,), 10 * F32_EPS * float(np.linalg.norm(pad(targets[:1]), axis=2).max()), dtype=torch.float64)
-    originals = (minimax.minimax_fit, minimax._Screen.residuals, minimax._Screen.exact)
-    plain = minimax.working_set_fit(design, stacked, atol, TOL, 20000, orthonormal=True, initial_rows=40)
-    with PassClock() as clock:
-        clocked = minimax.working_set_fit(design, stacked, atol, TOL, 20000, orthonormal=True, initial_rows=40)
-    assert (minimax.minimax_fit, minimax._Screen.residuals, minimax._Screen.exact) == originals
-    assert torch.equal(clocked.upper, plain.upper) and torch.equal(clocked.lower, plain.lower)
-    rounds = int(clocked.rounds[0])
-    assert rounds > 1 and clock.counts["loose rounds"] >= 1 and clock.counts["tight rounds"] >= 1
-    assert clock.counts["loose rounds"] + clock.counts["tight rounds"] == rounds == clock.counts["screens"]
-    assert clock.fits["loose rounds"] + clock.fits["tight rounds"] == int(clocked.iterations[0]) - 1
-    assert clock.counts["exact checks"] >= 1 and all(seconds >= 0 for seconds in clock.seconds.values())
-    assert max(clock.rows["loose rounds"] + clock.rows["tight rounds"]) < 900  # the rounds ran on subsets
+    plain = minimax.working_set_fit(design, stacked, atol, 1e-3, 20000, orthonormal=True, initial_rows=40)
+    fit, residuals, exact = minimax.minimax_fit, minimax._Screen.residuals, minimax._Screen.exact
+    fits, rows, tols, calls = [], [], [], defaultdict(int)
+
+    def counted_fit(design, targets, atol, tol=1e-3, *args, **kwargs):
+        result = fit(design, targets, atol, tol, *args, **kwargs)
+        fits.append(int(result.iterations[0]))
+        tols.append(tol)
+        rows.append(design.shape[0])
+        return result
+
+    def counted(method, name):
+        def run(screen, coef):
+            calls[name] += 1
+            return method(screen, coef)
+        return run
+
+    monkeypatch.setattr(minimax, "minimax_fit", counted_fit)  # working_set_fit's rounds look the name up
+    monkeypatch.setattr(minimax._Screen, "residuals", counted(residuals, "screens"))
+    monkeypatch.setattr(minimax._Screen, "exact", counted(exact, "exact checks"))
+    counted_run = minimax.working_set_fit(design, stacked, atol, 1e-3, 20000, orthonormal=True, initial_rows=40)
+    assert torch.equal(counted_run.upper, plain.upper) and torch.equal(counted_run.lower, plain.lower)
+    rounds = int(counted_run.rounds[0])
+    assert rounds > 1 and len(fits) == rounds == calls["screens"] and calls["exact checks"] >= 1
+    assert sum(fits) == int(counted_run.iterations[0]) - 1
+    assert max(tols) > 1e-3 and min(tols) <= 1e-3  # loose rounds first, then tight ones
+    assert max(rows) < 900  # the rounds ran on subsets
 
 
 def test_working_set_first_rows_join_the_first_set_and_keep_the_interval_certified() -> None:
