@@ -76,22 +76,33 @@ def embed(
     arguments (naming the argument), and the workflow's named errors for a model that cannot be loaded.
     """
     _require_transformers()
-    import torch
-
-    from ..jobs.devices import select_device
-    from ..study.layers import layer_label
-    from .encoders import POOLINGS, embed_positions, load_encoder, wrap_model
+    from .encoders import embed_positions
 
     texts = _texts("texts", texts)
     pairs = _texts("text_pairs", text_pairs) if text_pairs is not None else None
+    single = not isinstance(layers, (list, tuple))
+    positions = [layers] if single else list(layers)
+    labels = _check_arguments(texts, pairs, layers, positions, pooling, batch_size)
+    encoder, chosen = _encoder_on_device(model, tokenizer, device, revision, pad_token, trust_remote_code)
+    array, _ = embed_positions(encoder, texts, pairs, positions, pooling, max_length, batch_size, chosen,
+                               str(getattr(model, "name_or_path", model)))
+    if single:
+        return array[0]
+    return {label: array[slot] for slot, label in enumerate(labels)}
+
+
+def _check_arguments(texts: list[str], pairs: list[str] | None, layers: Any, positions: list[Any], pooling: str,
+                     batch_size: int) -> list[str]:
+    """The layers' labels, after every argument of :func:`embed` is checked (ValueError naming it)."""
+    from ..study.layers import layer_label
+    from .encoders import POOLINGS
+
     if pairs is not None and len(pairs) != len(texts):
         raise ValueError(f"text_pairs has {len(pairs)} texts but texts has {len(texts)}; give one pair per text")
     if pooling not in POOLINGS:
         raise ValueError(f"pooling={pooling!r}; choose one of {', '.join(POOLINGS)}")
     if not (isinstance(batch_size, int) and batch_size >= 1):
         raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    single = not isinstance(layers, (list, tuple))
-    positions = [layers] if single else list(layers)
     if not positions:
         raise ValueError("layers is empty; give a layer (6, 'last', 0.5) or a list of them")
     try:
@@ -101,6 +112,17 @@ def embed(
                          "'last', or fractions of the depth in (0, 1]") from None
     if len(set(labels)) < len(labels):
         raise ValueError(f"layers={layers!r} names a layer more than once")
+    return labels
+
+
+def _encoder_on_device(model: Any, tokenizer: Any, device: Any, revision: str | None, pad_token: str | None,
+                       trust_remote_code: bool) -> tuple[Any, Any]:
+    """The encoder of :func:`embed`'s ``model`` (a hub id, a folder or a loaded model) and its device."""
+    import torch
+
+    from ..jobs.devices import select_device
+    from .encoders import load_encoder, wrap_model
+
     if isinstance(model, (str, os.PathLike)):
         location = os.path.expanduser(os.fspath(model))
         if os.path.isdir(location):
@@ -109,30 +131,25 @@ def embed(
             spec = {"source": "hf", "model": os.fspath(model), "revision": revision}
         spec.update(pad_token=pad_token, trust_remote_code=trust_remote_code)
         chosen = select_device("auto") if device is None else _device(device, select_device)
-        encoder = load_encoder(os.fspath(model), spec, chosen)
-    elif hasattr(model, "config") and callable(model):
-        if tokenizer is None:
-            from transformers import AutoTokenizer
-
-            source = getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", None)
-            if not source:
-                raise ValueError("model is a loaded model without a saved name or folder; pass its tokenizer=")
-            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-        encoder = wrap_model(model, tokenizer, type(model).__name__, pad_token)
-        if device is None:
-            chosen = next(iter(model.parameters())).device if any(True for _ in model.parameters()) \
-                else torch.device("cpu")
-        else:
-            chosen = _device(device, select_device)
-            model.to(chosen)
-    else:
+        return load_encoder(os.fspath(model), spec, chosen), chosen
+    if not (hasattr(model, "config") and callable(model)):
         raise ValueError(f"model must be a hub id, a local model folder or a loaded transformers model, got "
                          f"{type(model).__name__}")
-    array, _ = embed_positions(encoder, texts, pairs, positions, pooling, max_length, batch_size, chosen,
-                               str(getattr(model, "name_or_path", model)))
-    if single:
-        return array[0]
-    return {label: array[slot] for slot, label in enumerate(labels)}
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        source = getattr(model, "name_or_path", None) or getattr(model.config, "_name_or_path", None)
+        if not source:
+            raise ValueError("model is a loaded model without a saved name or folder; pass its tokenizer=")
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    encoder = wrap_model(model, tokenizer, type(model).__name__, pad_token)
+    if device is None:
+        chosen = next(iter(model.parameters())).device if any(True for _ in model.parameters()) \
+            else torch.device("cpu")
+    else:
+        chosen = _device(device, select_device)
+        model.to(chosen)
+    return encoder, chosen
 
 
 def _device(device: Any, select_device: Any) -> Any:
