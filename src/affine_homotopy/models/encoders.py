@@ -111,17 +111,20 @@ def load_encoder(
     set_pad_token(name, spec, tokenizer)
     model.eval().to(device)
     depth = int(model.config.num_hidden_layers)
-    if staged_commit is not None:
-        revision = staged_commit
-    elif source == "hf":
-        revision = getattr(model.config, "_commit_hash", None) or spec.get("revision") or "unknown"
-    elif source == "package":
+    revision = staged_commit if staged_commit is not None else _revision(spec, model, location)
+    return LoadedEncoder(model, tokenizer, depth, str(revision))
+
+
+def _revision(spec: Mapping[str, Any], model: Any, location: str | Path) -> str:
+    """What identifies the loaded weights: the hub commit, the package's version, or the folder's fingerprint."""
+    if spec["source"] == "hf":
+        return getattr(model.config, "_commit_hash", None) or spec.get("revision") or "unknown"
+    if spec["source"] == "package":
         revision = f"{spec['package']}=={importlib.metadata.version(spec['package'])}"
         if module_name(spec) != spec["package"].replace("-", "_"):
             revision += f" (module {module_name(spec)})"
-    else:
-        revision = _folder_fingerprint(Path(location))
-    return LoadedEncoder(model, tokenizer, depth, str(revision))
+        return revision
+    return _folder_fingerprint(Path(location))
 
 
 def set_pad_token(name: str, spec: Mapping[str, Any], tokenizer: Any) -> None:

@@ -217,6 +217,23 @@ def _form(options: Sequence[str], index: int) -> str:
 
 def _realize(ev: _Event, style: _Style) -> str:
     """Deterministically render an event with the given surface choices."""
+    source_style = style.source_style if ev.source else None
+    front, tail = _modifiers(ev, style, source_style)
+    body = (f"{front}, " if front else "") + _clause(ev, style, source_style) + tail
+    if ev.source is not None:
+        src, said = ev.source
+        if source_style == "prefix":
+            body = f"according to {src}, {body}"
+        elif source_style == "that":
+            body = f"{src} {said} that {body}"
+        else:
+            body = f"{body}, {src} {said}"
+    body = " ".join(body.replace(",,", ",").replace(", ,", ",").split())
+    return _cap(body) + "."
+
+
+def _clause(ev: _Event, style: _Style, source_style: str | None) -> str:
+    """The event's main clause (agent, verb phrase, object and adverb) in the style's frame."""
     verb_forms = vocab.VERBS[ev.verb].forms
     base, past, participle = verb_forms[style.verb_form % len(verb_forms)]
     agent = _form(ev.agent, style.agent_form)
@@ -232,8 +249,6 @@ def _realize(ev: _Event, style: _Style) -> str:
     adverb_early = adverb is not None and style.adverb_early
     pre = f"{adverb} " if adverb_early else ""
     neg = "not " if ev.negated else ""
-
-    source_style = style.source_style if ev.source else None
     perfect = source_style == "that" and style.perfect  # reported speech may backshift
     if perfect:
         active_vp = f"had {neg}{pre}{participle}"
@@ -241,25 +256,22 @@ def _realize(ev: _Event, style: _Style) -> str:
     else:
         active_vp = f"did not {pre}{base}" if ev.negated else f"{pre}{past}"
         passive_vp = f"{'were' if ev.obj_plural else 'was'} {neg}{pre}{participle}"
-
     frame = style.frame
     if (ev.negated or perfect) and frame in ("object_cleft", "pseudo_cleft"):
         # Clefts of negated clauses carry presuppositions, so fall back to plain voice.
         frame = "active" if frame == "object_cleft" else "passive"
     who = "who" if ev.agent_is_person else "that"
-    if frame == "active":
-        core = f"{agent} {active_vp} {obj}"
-    elif frame == "passive":
-        core = f"{obj} {passive_vp} by {agent_bare}"
-    elif frame == "agent_cleft":
-        core = f"it was {agent_bare} {who} {active_vp} {obj}"
-    elif frame == "object_cleft":
-        core = f"it was {obj} that {agent_bare} {active_vp}"
-    else:
-        core = f"what {agent_bare} {active_vp} was {obj}"
-    if adverb is not None and not adverb_early:
-        core += f" {adverb}"
+    core = {
+        "active": f"{agent} {active_vp} {obj}",
+        "passive": f"{obj} {passive_vp} by {agent_bare}",
+        "agent_cleft": f"it was {agent_bare} {who} {active_vp} {obj}",
+        "object_cleft": f"it was {obj} that {agent_bare} {active_vp}",
+    }.get(frame, f"what {agent_bare} {active_vp} was {obj}")
+    return core + (f" {adverb}" if adverb is not None and not adverb_early else "")
 
+
+def _modifiers(ev: _Event, style: _Style, source_style: str | None) -> tuple[str | None, str]:
+    """The fronted modifier (or None) and the clause's tail of place, time and reason."""
     mods: list[tuple[str, str]] = []
     if ev.place is not None:
         mods.append(("place", f"in {ev.place}"))
@@ -276,18 +288,7 @@ def _realize(ev: _Event, style: _Style) -> str:
     tail = ""
     for kind, text in mods:
         tail += f", {text}" if kind == "reason" and style.reason_comma else f" {text}"
-
-    body = (f"{front}, " if front else "") + core + tail
-    if ev.source is not None:
-        src, said = ev.source
-        if source_style == "prefix":
-            body = f"according to {src}, {body}"
-        elif source_style == "that":
-            body = f"{src} {said} that {body}"
-        else:
-            body = f"{body}, {src} {said}"
-    body = " ".join(body.replace(",,", ",").replace(", ,", ",").split())
-    return _cap(body) + "."
+    return front, tail
 
 
 def _paraphrase_example(rng: Rng, y: int) -> tuple[str, str | None]:
