@@ -90,7 +90,15 @@ def bert_weights(model: Any, source: str = "ONNX model") -> tuple[dict[str, np.n
         )
     prefix = embedding_keys[0][: -len(WORD_EMBEDDINGS)]
     state = {name[len(prefix):]: arrays[alias[name]] for name in alias if name.startswith(prefix)}
+    state.update(_linear_weights(graph, arrays, alias, prefix))
+    facts = _architecture(graph, state, prefix, source, onnx)
+    return state, facts
 
+
+def _linear_weights(graph: Any, arrays: Mapping[str, np.ndarray], alias: Mapping[str, str], prefix: str
+                    ) -> dict[str, np.ndarray]:
+    """The Linear layers' weights, found as a MatMul whose output one Add shifts by a named bias."""
+    state: dict[str, np.ndarray] = {}
     consumers: dict[str, list[Any]] = {}
     for node in graph.node:
         for name in node.input:
@@ -110,7 +118,12 @@ def bert_weights(model: Any, source: str = "ONNX model") -> tuple[dict[str, np.n
             continue  # not a linear layer (e.g. a matmul of activations)
         key = biases[0][len(prefix): -len(".bias")] + ".weight"
         state[key] = np.ascontiguousarray(weight.T)  # ONNX [in, out] -> torch Linear [out, in]
+    return state
 
+
+def _architecture(graph: Any, state: Mapping[str, np.ndarray], prefix: str, source: str, onnx: Any
+                  ) -> dict[str, Any]:
+    """The BertConfig facts that the weights and the graph's operators determine."""
     layer_numbers = {int(m[1]) for key in state if (m := re.match(r"encoder\.layer\.(\d+)\.", key))}
     if not layer_numbers:
         raise StagingError(f"{source}: no transformer layers ('{prefix}encoder.layer.<n>.*') found.")
@@ -128,7 +141,7 @@ def bert_weights(model: Any, source: str = "ONNX model") -> tuple[dict[str, np.n
             "exports are supported."
         )
     word = state["embeddings.word_embeddings.weight"]
-    facts = {
+    return {
         "vocab_size": int(word.shape[0]),
         "hidden_size": int(word.shape[1]),
         "num_hidden_layers": max(layer_numbers) + 1,
@@ -139,7 +152,6 @@ def bert_weights(model: Any, source: str = "ONNX model") -> tuple[dict[str, np.n
         "layer_norm_eps": float(f"{epsilons[0]:.7g}") if epsilons else 1e-12,
         "hidden_act": "gelu",
     }
-    return state, facts
 
 
 def _bert_model(state: Mapping[str, np.ndarray], facts: Mapping[str, Any], heads: int, source: str) -> Any:
