@@ -1,6 +1,6 @@
 """Compare two finished runs of the workflow file by file: are their results bit-identical?
 
-    python -m benchmarks.compare_runs results/demo /elsewhere/results/demo
+    python -m benchmarks compare results/demo /elsewhere/results/demo
 
 Every file under the two folders is compared, except what records *how* a run went rather than
 what it computed: ``logs/`` (job logs and their environment records), ``benchmarks/`` (benchmark
