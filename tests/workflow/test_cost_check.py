@@ -441,20 +441,3 @@ def test_the_planned_jobs_are_the_jobs_snakemake_plans(tmp_path: Path, config: P
     expected = planned_jobs(check_config(yaml.safe_load(config.read_text()), SCHEMA))
     assert expected == {rule: count for rule, count in planned.items() if rule not in downloads}
 
-
-def test_the_search_ratio_of_a_run_is_read_from_each_extrinsic_jobs_last_phase_clocks(tmp_path: Path) -> None:
-    from benchmarks.worst_search_budget import run_phase_seconds, run_search_ratios
-
-    logs = tmp_path / "logs" / "extrinsic"
-    logs.mkdir(parents=True)
-    clock = "2026-12-03 02:18:42,692 INFO root: phase seconds: {'d_psi': %s, 'cpu_d_psi': %s, 'cpu_d_worst_search': %s}\n"
-    # a job's log may hold an earlier attempt's clocks: the last line counts
-    (logs / "rte_depth1.00.log").write_text("INFO affine_homotopy.job: rule extrinsic\n" + clock % (1, 9.0, 9.0)
-                                            + clock % (4.1, 4.0, 30.0) + "INFO affine_homotopy.job: done\n")
-    (logs / "cola_depth0.50.log").write_text(clock % (2.0, 2.5, 40.0))
-    (logs / "sst2_depth0.50.log").write_text("INFO root: phase seconds: {'d_psi': 1.0, 'cpu_d_psi': 1.0}\n")  # no search
-    (logs / "mrpc_depth0.50.log").write_text("a job that failed before its clocks\n")
-    assert set(run_phase_seconds(tmp_path)) == {"rte_depth1.00", "cola_depth0.50", "sst2_depth0.50"}
-    assert run_search_ratios(tmp_path) == pytest.approx({"rte_depth1.00": 7.5, "cola_depth0.50": 16.0})
-    with pytest.raises(SystemExit, match="no extrinsic job log"):
-        run_phase_seconds(tmp_path / "elsewhere")
