@@ -5,7 +5,7 @@ machine; the documented reproducibility across thread counts, devices and input 
 * certified values (two classes: ``d_psi``, ``d_worst`` and their lower bounds): within ``2 tol``
   relative (both intervals contain the optimum and close to ``extrinsic.tol``);
 * the searched worst case ``d_worst_search`` (and the per-pair diagnostics that describe the search):
-  within 1 % (``python -m benchmarks.extrinsic_stability``);
+  within 1 % (docs/performance.md, the search's budget);
 * everything else: rounding (``rtol`` 1e-6).
 """
 
