@@ -4,8 +4,8 @@
 
 Every file under the two folders is compared, except what records *how* a run went rather than
 what it computed: ``logs/`` (job logs and their environment records), ``benchmarks/`` (benchmark
-files and cost records), ``provenance.json`` (versions, revisions, timings) and the figures' PDF
-metadata (a creation date).
+files and cost records), ``provenance.json`` (versions, revisions, timings), a copy's ``DONE`` marker
+and the figures' PDF metadata (a creation date).
 CSV, JSON, Parquet, NumPy and all other files must match byte for byte; a ``.npz`` whose bytes differ
 is also compared array by array (its zip headers may carry a time stamp), and a PDF with its
 ``/CreationDate`` and ``/ModDate`` removed.
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 EXCLUDED_DIRS = ("logs", "benchmarks")
-EXCLUDED_FILES = ("provenance.json",)
+EXCLUDED_FILES = ("provenance.json", "DONE")  # DONE: the completion marker a copied run may carry
 PDF_DATES = re.compile(rb"/(CreationDate|ModDate) \(D:[^)]*\)")
 
 
