@@ -87,7 +87,7 @@ def side_by_side(label: str, seconds: dict[str, float], values: dict[str, float]
 
 
 def daff_section(reps: list[np.ndarray], names: list[str], sizes: list[int], devices: dict[str, str]) -> None:
-    say(f"\nd_aff: pairwise_intrinsic per ordered pair, tol 1e-3, float64, factorisation included")
+    say("\nd_aff: pairwise_intrinsic per ordered pair, tol 1e-3, float64, factorisation included")
     say(f"{'N, pair':<40} {'CPU s':>9} {'GPU s':>9} {'CPU/GPU':>8} d_aff CPU / GPU (relative difference)")
     stored = reps[0].shape[0]
     for n in sizes:
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if torch.cuda.is_available() or not args.device.startswith("cuda"):
         devices["gpu"] = args.device
     else:
-        say(f"no CUDA device here: the CPU side alone (ratios need a GPU; --device names another accelerator)")
+        say("no CUDA device here: the CPU side alone (ratios need a GPU; --device names another accelerator)")
     if args.data is not None:
         loaded = np.load(args.data / DATA_FILE)
         reps, labels = [loaded[f"layer{layer}"] for layer in LAYERS], loaded["labels"]
