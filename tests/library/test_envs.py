@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 from tests.helpers import REPO, rule_blocks
 
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
-# Every env installs the project itself; workflow/rules/common.smk sets the variable, pip expands it.
+# Every env installs the project itself; workflow/rules/startup.smk sets the variable, pip expands it.
 SELF_INSTALL = "-e ${AFFINE_HOMOTOPY_PROJECT}"
 
 

@@ -3,8 +3,9 @@ those inside functions): the layers import only downwards, and no module imports
 back, directly or through others.
 
 The layers, lowest first (CONTRIBUTING.md): ``errors``; ``core`` (the maths); ``study`` (a study's
-config); ``jobs`` (job plumbing); ``models`` (model acquisition); ``report`` (tables and figures);
-then ``api``, ``cli`` and the package's ``__init__`` on top.
+config); ``jobs`` (job plumbing); ``models`` (model acquisition); ``costs`` (cost prediction, which
+reads the jobs' records and measures on embedded data); ``report`` (tables and figures); then ``api``,
+``cli`` and the package's ``__init__`` on top.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from tests.helpers import REPO
 
 PACKAGE = REPO / "src" / "affine_homotopy"
-LAYERS = ("errors", "core", "study", "jobs", "models", "report", "top")
+LAYERS = ("errors", "core", "study", "jobs", "models", "costs", "report", "top")
 TOP = {"api", "cli", "__init__", "__main__"}
 
 

@@ -213,7 +213,7 @@ def test_each_name_list_has_one_home() -> None:
     glue_enums = [spec["properties"]["glue_task"]["enum"] for spec in definitions.values()
                   if isinstance(spec, dict) and "glue_task" in spec.get("properties", {})]
     assert glue_enums and all(set(e) == set(GLUE_TASKS) for e in glue_enums)
-    from affine_homotopy.jobs.resources import GLUE_SIZES
+    from affine_homotopy.costs.study import GLUE_SIZES
 
     assert set(GLUE_SIZES) == set(GLUE_TASKS)
     # the rule files read the lists, they do not spell them out

@@ -332,7 +332,7 @@ def test_a_missing_required_key_is_named(bases, site: Site) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the same cases through the workflow's own start-up check (workflow/rules/common.smk)
+# the same cases through the workflow's own start-up check (workflow/rules/startup.smk)
 
 def _first_case(kind: str) -> Site:
     return next(s for s in SITES if (s.kind in BOUNDS if kind == "bound" else s.kind == kind))

@@ -1,4 +1,4 @@
-"""The cost model's fit and projection (affine_homotopy.jobs.cost): exact properties on synthetic timings,
+"""The cost model's fit and projection (affine_homotopy.costs.model): exact properties on synthetic timings,
 not the timings themselves."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 import yaml
 
-from affine_homotopy.jobs.cost import (D_REF, MEASURED_SETTINGS, N_REF, STAGE_COSTS, WORKING_SET_STAGES, StageCost,
-                                       fit_stage, project, solver_stage)
 from affine_homotopy.core.measures import EXTRINSIC_MEASURES
+from affine_homotopy.costs.model import (D_REF, MEASURED_SETTINGS, N_REF, WORKING_SET_STAGES, StageCost, fit_stage,
+                                         project, solver_stage, stage_costs)
+
+STAGE_COSTS = stage_costs()
 
 SCHEMA = "workflow/schemas/config.schema.yaml"
 
@@ -156,14 +158,14 @@ def test_the_probe_and_extrinsic_rules_run_at_the_extrinsic_layers(paper_config,
     for stage in ("task_probe", "random_probe", "d_psi", "d_worst", "d_worst_search"):
         assert part.stages[stage] == pytest.approx(ratio * every.stages[stage]), stage
     assert part.stages["d_aff"] == every.stages["d_aff"] and part.total == pytest.approx(sum(part.stages.values()))
-    # an explicit count (one job's layers, resources.projected_runtime) overrides the config's
+    # an explicit count (one job's layers, costs.resources.projected_runtime) overrides the config's
     assert project(config, {f"e{i}": D_REF for i in range(4)}, {"task": N_REF}, n_layers,
                    extrinsic_layers=n_layers, exact_pairs={("e0", "e1")}).rules == pytest.approx(every.rules)
 
 
 def test_study_projection_runs_the_extrinsic_rules_at_the_extrinsic_layers(paper_config) -> None:
     """The start-up projection of a config: probe and extrinsic rules at extrinsic.layers only."""
-    from affine_homotopy.jobs.resources import study_projection
+    from affine_homotopy.costs.study import study_projection
 
     config = copy.deepcopy(paper_config)
     config["extrinsic"]["layers"] = None
@@ -237,7 +239,7 @@ def test_width_factors_pass_through_each_measured_width_and_extend_with_the_oute
 
 
 def test_fit_recovers_each_widths_factor_at_the_reference_line() -> None:
-    from affine_homotopy.jobs.cost import fit_width_factors
+    from affine_homotopy.costs.model import fit_width_factors
 
     a, alpha = 3.0, 0.8
     line = lambda n: a * (n / N_REF) ** alpha  # noqa: E731
@@ -260,7 +262,7 @@ def test_fit_recovers_each_widths_factor_at_the_reference_line() -> None:
 
 
 def test_start_up_estimate_reports_the_projection(paper_config) -> None:
-    from affine_homotopy.jobs.resources import study_estimate
+    from affine_homotopy.costs.study import study_estimate
 
     estimate = study_estimate(paper_config)
     projection = estimate["projection"]
@@ -334,7 +336,7 @@ def test_projected_hours_of_a_toy_study_match_a_hand_computation(method: str) ->
 def test_an_exact_pairs_extrinsic_stages_cost_their_own_coefficients() -> None:
     """3 encoders, one exact ordered pair among the 6: each extrinsic stage counts the 5 other pairs, its
     _exact stage the one (unit costs chosen apart so that any mix-up shows), at the configured budgets."""
-    from affine_homotopy.jobs.cost import STAGE_UNITS
+    from affine_homotopy.costs.model import STAGE_UNITS
 
     costs = {stage: StageCost(0.0, 0.0, 0.0, unit) for stage, unit in STAGE_UNITS.items()}
     for stage, seconds in (("d_psi", 1.0), ("d_worst", 10.0), ("d_worst_search", 100.0), ("d_psi_exact", 0.5),
@@ -359,7 +361,7 @@ def test_the_exact_pairs_of_a_config_are_those_at_the_float_floor() -> None:
     checked on the derived copies themselves (a random base of rank 12 in 16 dimensions; every derived
     transform, a copy of a copy, and nested truncations), against a floor far below the other pairs."""
     from affine_homotopy.core.intrinsic import IntrinsicSettings, pairwise_intrinsic
-    from affine_homotopy.jobs.resources import affine_pairs, effective_widths
+    from affine_homotopy.costs.study import affine_pairs, effective_widths
     from affine_homotopy.models.derived import derive
 
     encoders = {
@@ -394,7 +396,7 @@ def test_the_demo_projection_costs_its_exact_pairs_and_truncated_copies_apart() 
     """The demo's 42 ordered pairs: 16 exact by construction (minilm and its affine image both ways,
     either of them onto a truncation, a truncation onto a smaller one), the truncations at their ranks;
     Figure 3's grid of one encoder at 4 levels: every copy onto a smaller level is exact."""
-    from affine_homotopy.jobs.resources import affine_pairs, effective_widths, rank_deficiency_grid, study_projection
+    from affine_homotopy.costs.study import affine_pairs, effective_widths, rank_deficiency_grid, study_projection
     from affine_homotopy.study.validation import check_config
 
     with open("config/config.yaml") as handle:

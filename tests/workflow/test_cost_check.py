@@ -1,11 +1,10 @@
-"""The cost model against a run (affine_homotopy.jobs.cost_check, `python -m benchmarks.cost_model check`):
+"""The cost model against a run (affine_homotopy.costs.check, `python -m affine_homotopy.costs check`):
 every rule has a benchmark file named as its log, each job's cost record lands beside it, and the check
 reads synthetic runs in tmp_path: it names the rules without benchmark files, refuses a benchmark file
 measured under another config, and its arithmetic matches an independent computation."""
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -16,11 +15,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from affine_homotopy.costs import check as cost_check
+from affine_homotopy.costs.check import TOLERANCE, compare, missing_benchmarks, read_benchmark_file, read_run
+from affine_homotopy.costs.study import job_projection, planned_jobs
 from affine_homotopy.errors import DataError
-from affine_homotopy.jobs import cost_check
-from affine_homotopy.jobs.cost_check import (
-    TOLERANCE, compare, job_record_path, missing_benchmarks, read_benchmark_file, read_run, write_job_record,
-)
+from affine_homotopy.jobs.cost_record import job_record_path, process_cpu_seconds, write_job_record
 from affine_homotopy.jobs.provenance import config_hash
 
 from tests.helpers import DEMO, PAPER, REPO, SCHEMA, job_counts, snakemake
@@ -150,11 +149,9 @@ def test_a_rule_whose_jobs_ran_on_more_threads_says_so(tmp_path: Path, capsys, m
     assert (rows["intrinsic"].threads, rows["probe"].threads, rows["total"].threads) == (2, 1, 2)
     table = cost_check.comparison_table(list(rows.values()))
     assert re.search(r"^intrinsic\s.*\s2$", table, re.M) and re.search(r"^probe\s.*\s1$", table, re.M), table
-    from benchmarks import cost_model
-
-    monkeypatch.setattr("affine_homotopy.jobs.resources.job_projection", lambda config, tokens=None, widths=None: projected)
-    monkeypatch.setattr("affine_homotopy.jobs.resources.planned_jobs", lambda config: {"intrinsic": 2, "probe": 1})
-    cost_model.check(argparse.Namespace(run=tmp_path / "results" / "toy", cores=2))
+    monkeypatch.setattr("affine_homotopy.costs.study.job_projection", lambda config, jobs, tokens, widths: projected)
+    monkeypatch.setattr("affine_homotopy.costs.study.planned_jobs", lambda config, snakefile: {"intrinsic": 2, "probe": 1})
+    cost_check.check(tmp_path / "results" / "toy", cores=2)
     out = capsys.readouterr().out
     assert "rules with jobs on more than one thread (the most per job): intrinsic (2):" in out, out
 
@@ -165,7 +162,7 @@ def test_the_job_record_holds_the_speed_probe_outside_the_jobs_cpu(tmp_path: Pat
     log = tmp_path / "results" / "toy" / "logs" / "probe" / "a.log"
     log.parent.mkdir(parents=True)
     write_job_record(log, "probe", {}, CONFIG, 0.1, 0.2, 0.3, 1)
-    after = cost_check.process_cpu_seconds()
+    after = process_cpu_seconds()
     record = json.loads(job_record_path(log).read_text())
     assert 0 < record["speed_probe_cpu_seconds"] < 60
     assert after - record["cpu_seconds"] >= 3 * record["speed_probe_cpu_seconds"] * 0.99
@@ -204,18 +201,19 @@ def test_a_folder_that_is_not_a_finished_run_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_check_names_the_rules_without_benchmark_files(tmp_path: Path, capsys, monkeypatch) -> None:
-    from benchmarks import cost_model
+    from affine_homotopy.costs.__main__ import main
 
     run = write_run(tmp_path, CONFIG, JOBS, benchmark=False)
     measured = read_run(run)
     assert measured.jobs == [] and measured.logged_rules == {"intrinsic", "probe", "correlate"}
     assert missing_benchmarks({"intrinsic": 2, "extrinsic": 2, "embed": 0}, measured) == [
         "correlate", "extrinsic", "intrinsic", "probe"]
-    monkeypatch.setattr("affine_homotopy.jobs.resources.planned_jobs", lambda config: {"intrinsic": 2, "extrinsic": 2})
+    monkeypatch.setattr("affine_homotopy.costs.study.planned_jobs",
+                        lambda config, snakefile: {"intrinsic": 2, "extrinsic": 2})
     with pytest.raises(SystemExit) as stop:
-        cost_model.check(argparse.Namespace(run=run))
+        main(["check", str(run)])
     assert stop.value.code == 2
-    said = capsys.readouterr().out
+    said = capsys.readouterr().err
     assert f"{run} has no benchmark files" in said and "correlate, extrinsic, intrinsic, probe" in said
     # only one rule lacks them: the table, then that rule named
     write_run(tmp_path / "partial", CONFIG, JOBS[:1])
@@ -225,10 +223,10 @@ def test_the_check_names_the_rules_without_benchmark_files(tmp_path: Path, capsy
 
 def test_measure_work_takes_the_median_work_of_the_unsized_rules_and_refuses_a_run_without_them(
         tmp_path: Path, capsys, monkeypatch) -> None:
-    """measure-work on a synthetic reference run: per rule the median of its jobs' CPU less start-up, with
+    """measure work on a synthetic reference run: per rule the median of its jobs' CPU less start-up, with
     their median speed probe; the sized rules (intrinsic here) are left to their stages. A run without
     a benchmark file of an unsized rule is refused, naming the fix."""
-    from benchmarks import cost_model
+    from affine_homotopy.costs.measure_jobs import measure_work
 
     jobs = [("intrinsic", "intrinsic/t_layer1", 1.0, 10.0), ("derive", "derive/a_t", 1.0, 1.5),
             ("derive", "derive/b_t", 1.0, 1.25), ("derive", "derive/c_t", 1.0, 2.0),
@@ -236,8 +234,7 @@ def test_measure_work_takes_the_median_work_of_the_unsized_rules_and_refuses_a_r
     probes = {"derive/a_t": 0.02, "derive/b_t": 0.03, "derive/c_t": 0.04, "provenance": 0.05}
     run = write_run(tmp_path, CONFIG, jobs, probes=probes)
     written = tmp_path / "jobs.csv"
-    monkeypatch.setattr(cost_model, "JOB_MEASUREMENTS", written)
-    cost_model.measure_work(argparse.Namespace(run=run))
+    measure_work(run, written)
     with open(written, newline="") as handle:
         rows = {row["rule"]: row for row in csv.DictReader(handle)}
     assert set(rows) == {"derive", "provenance"}
@@ -246,10 +243,8 @@ def test_measure_work_takes_the_median_work_of_the_unsized_rules_and_refuses_a_r
     assert (float(rows["provenance"]["seconds"]), float(rows["provenance"]["speed_probe_seconds"])) == (1.5, 0.05)
     assert all(row["quantity"] == "work" and "run 'toy'" in row["note"] for row in rows.values())
     sized_only = write_run(tmp_path / "sized", CONFIG, jobs[:1])
-    with pytest.raises(SystemExit) as stop:
-        cost_model.measure_work(argparse.Namespace(run=sized_only))
-    assert stop.value.code == 2
-    assert "has no benchmark files of a rule whose work the config does not size" in capsys.readouterr().out
+    with pytest.raises(DataError, match="has no benchmark files of a rule whose work the config does not size"):
+        measure_work(sized_only, written)
 
 
 @pytest.fixture
@@ -293,18 +288,26 @@ def test_the_runner_writes_the_record_with_the_config_fingerprint(tmp_path: Path
     assert record["cpu_seconds"] - record["startup_cpu_seconds"] - record["work_cpu_seconds"] < 0.5
 
 
-def test_the_projection_per_rule_is_start_up_plus_work() -> None:
+@pytest.fixture(scope="module")
+def demo_plan() -> tuple[dict, dict[str, int]]:
+    """The demo's validated config and its jobs per rule, as the workflow plans them."""
+    from affine_homotopy.study.validation import check_config
+
+    config = check_config(yaml.safe_load(DEMO.read_text()), SCHEMA)
+    return config, planned_jobs(config, REPO / "workflow" / "Snakefile")
+
+
+def test_the_projection_per_rule_is_start_up_plus_work(demo_plan) -> None:
     """job_projection against its parts, computed here: start-up per job times the jobs, plus the
     pairwise stages (study_projection), the embed forward pass, Table 1's correlations (2 tasks x 3
     layers x 9 intrinsic x 3 extrinsic measures of 7 encoders, all 7! = 5,040 permutations enumerated)
     or the rule's measured work per job."""
-    from affine_homotopy.jobs.cost import job_costs
-    from affine_homotopy.jobs.resources import encoder_width, job_projection, planned_jobs, study_projection, task_size
-    from affine_homotopy.study.validation import check_config
+    from affine_homotopy.costs.model import job_costs
+    from affine_homotopy.costs.study import encoder_width, study_projection, task_size
 
-    config = check_config(yaml.safe_load(DEMO.read_text()), SCHEMA)
-    costs, jobs = job_costs(), planned_jobs(config)
-    projection, work = job_projection(config), study_projection(config).rules
+    config, jobs = demo_plan
+    costs = job_costs()
+    projection, work = job_projection(config, jobs), study_projection(config).rules
     assert jobs["embed"] == 2 and jobs["derive"] == 12 and jobs["probe"] == 14 and jobs["intrinsic"] == 6
     for rule in ("intrinsic", "extrinsic", "probe", "rank_deficiency"):
         assert projection[rule] == (jobs[rule], pytest.approx(jobs[rule] * costs.startup[rule] + work[rule]))
@@ -326,7 +329,7 @@ def test_the_projection_per_rule_is_start_up_plus_work() -> None:
 def test_an_example_costs_its_tokens_words_and_marks_plus_the_special_tokens_up_to_max_length() -> None:
     """approximate_tokens counted by hand: 5 words and 3 marks, plus [CLS] and [SEP]; a pair adds its
     second text and one [SEP]; the count stops at max_length, as the encoder truncates."""
-    from affine_homotopy.jobs.cost import approximate_tokens
+    from affine_homotopy.costs.model import approximate_tokens
 
     assert approximate_tokens("The film, however, was good.", None, 128) == 5 + 3 + 2
     assert approximate_tokens("The film, however, was good.", "It wasn't.", 128) == 5 + 3 + 2 + (3 + 2) + 1
@@ -334,23 +337,22 @@ def test_an_example_costs_its_tokens_words_and_marks_plus_the_special_tokens_up_
     assert approximate_tokens("", None, 128) == 2
 
 
-def test_an_embed_job_costs_its_examples_tokens(tmp_path: Path) -> None:
+def test_an_embed_job_costs_its_examples_tokens(tmp_path: Path, demo_plan) -> None:
     """JobCosts.embed_seconds against a hand computation: examples twice as long as the measured ones
     cost twice the forward pass, the model's load alike; unknown lengths cost as the measured ones. And
     job_projection prices each task's embed jobs at the tokens a run's prepared data has
     (cost_check.prepared_tokens: the mean over both splits, counted here by hand)."""
     import pandas as pd
 
-    from affine_homotopy.jobs.cost import JobCosts, job_costs
-    from affine_homotopy.jobs.resources import encoder_width, job_projection, task_size
-    from affine_homotopy.study.validation import check_config
+    from affine_homotopy.costs.model import JobCosts, job_costs
+    from affine_homotopy.costs.study import encoder_width, task_size
 
     costs = JobCosts({}, 3.0, 0.01, 2.0, embed_tokens=12.0)
     assert costs.embed_seconds(100, 768, 24.0) == pytest.approx(3.0 + 100 * 0.01 * 2.0 * 4.0)
     assert costs.embed_seconds(100, 384, None) == pytest.approx(3.0 + 100 * 0.01)
     assert JobCosts({}, 3.0, 0.01, 2.0).embed_seconds(100, 384, 24.0) == pytest.approx(3.0 + 100 * 0.01)
 
-    config = check_config(yaml.safe_load(DEMO.read_text()), SCHEMA)
+    config, jobs = demo_plan
     first, second = list(config["tasks"])
     for split, texts in (("train", [("a b c", None), ("a, b.", "c d")]), ("dev", [("a", "b")])):
         (tmp_path / "data" / first).mkdir(parents=True, exist_ok=True)
@@ -361,7 +363,7 @@ def test_an_embed_job_costs_its_examples_tokens(tmp_path: Path) -> None:
     assert tokens == {first: pytest.approx((5 + 9 + 5) / 3)}
     costs = job_costs()
     width = encoder_width("minilm", config["encoders"])
-    plain, priced = job_projection(config)["embed"][1], job_projection(config, tokens)["embed"][1]
+    plain, priced = job_projection(config, jobs)["embed"][1], job_projection(config, jobs, tokens)["embed"][1]
     spec = config["tasks"][first]
     forward = ((task_size(spec, "train") + task_size(spec, "dev")) * costs.embed_example
                * (width / 384) ** costs.embed_d_exponent)
@@ -369,15 +371,15 @@ def test_an_embed_job_costs_its_examples_tokens(tmp_path: Path) -> None:
     assert priced - plain == pytest.approx(forward * (tokens[first] / costs.embed_tokens - 1))
 
 
-def test_the_check_prices_a_run_at_its_stored_widths_wherever_it_runs(tmp_path: Path, monkeypatch) -> None:
+def test_the_check_prices_a_run_at_its_stored_widths_wherever_it_runs(tmp_path: Path, monkeypatch, demo_plan) -> None:
     """cost_check.run_widths reads each model encoder's width from the run's stored embeddings (a derived
     copy's files are not read), and job_projection prices the run at those widths: the same projection
     from a folder where a staged model of that name has another width and from one without it, and the
     embed jobs' forward pass at the stored width by hand."""
     import numpy as np
 
-    from affine_homotopy.jobs.cost import job_costs
-    from affine_homotopy.jobs.resources import encoder_width, job_projection, task_size
+    from affine_homotopy.costs.model import job_costs
+    from affine_homotopy.costs.study import encoder_width, task_size
     from affine_homotopy.study.validation import check_config
 
     raw = yaml.safe_load(DEMO.read_text())
@@ -399,9 +401,10 @@ def test_the_check_prices_a_run_at_its_stored_widths_wherever_it_runs(tmp_path: 
     (tmp_path / "empty").mkdir()
     monkeypatch.chdir(tmp_path / "staged")
     assert encoder_width("minilm", config["encoders"]) == 999  # this folder's model would set the price
-    from_staged, staged_own = job_projection(config, None, widths), job_projection(config)
+    jobs = demo_plan[1]  # the same jobs: one model encoder replaced by another
+    from_staged, staged_own = job_projection(config, jobs, None, widths), job_projection(config, jobs)
     monkeypatch.chdir(tmp_path / "empty")
-    assert job_projection(config, None, widths) == from_staged
+    assert job_projection(config, jobs, None, widths) == from_staged
     assert staged_own["intrinsic"][1] > from_staged["intrinsic"][1]  # 999 wide costs more than 384
     costs = job_costs()
     forward = sum(costs.embed_load + (task_size(spec, "train") + task_size(spec, "dev")) * costs.embed_example
@@ -412,7 +415,7 @@ def test_the_check_prices_a_run_at_its_stored_widths_wherever_it_runs(tmp_path: 
 def test_a_correlation_costs_its_permutations_and_resamples() -> None:
     """JobCosts.correlation_cell_seconds: a Mantel test of K encoders enumerates K! permutations when that
     is fewer than asked; each permutation and each bootstrap resample costs alike."""
-    from affine_homotopy.jobs.cost import JobCosts, permutations_drawn
+    from affine_homotopy.costs.model import JobCosts, permutations_drawn
 
     assert [permutations_drawn(k, 10_000) for k in (3, 5, 7, 8, 27)] == [6, 120, 5040, 10_000, 10_000]
     # measured at K = 5, 10 and 20: as K^2 up to 10, as K^3 beyond
@@ -432,12 +435,12 @@ def test_a_correlation_costs_its_permutations_and_resamples() -> None:
 
 @pytest.mark.workflow
 @pytest.mark.parametrize("config", [DEMO, PAPER], ids=["demo", "paper"])
-def test_the_planned_jobs_are_the_jobs_snakemake_plans(tmp_path: Path, config: Path) -> None:
-    from affine_homotopy.jobs.resources import planned_jobs
+def test_a_runs_config_plans_the_jobs_its_configfile_plans(tmp_path: Path, config: Path) -> None:
+    """The check plans a finished run from the config its provenance record holds (a validated dict):
+    the same jobs per rule as Snakemake plans from the config file, less the staging downloads."""
     from affine_homotopy.study.validation import check_config
 
     planned = job_counts(snakemake("-n", "--configfile", str(config), workdir=tmp_path).stdout)
     downloads = {rule for rule in planned if rule.startswith("download_")} | {"all", "total"}
-    expected = planned_jobs(check_config(yaml.safe_load(config.read_text()), SCHEMA))
+    expected = planned_jobs(check_config(yaml.safe_load(config.read_text()), SCHEMA), REPO / "workflow" / "Snakefile")
     assert expected == {rule: count for rule, count in planned.items() if rule not in downloads}
-

@@ -1,7 +1,6 @@
-"""The cost model's coefficients are data: src/affine_homotopy/jobs/cost_coefficients.json is what
-``python -m benchmarks.cost_model fit`` computes from benchmarks/cost_measurements.csv and
-benchmarks/extrinsic_cost_ratios.csv (so a hand edit of either side fails here), it ships with the
-package, and affine_homotopy.jobs.cost reads its numbers."""
+"""The cost model's coefficients are data: src/affine_homotopy/costs/data/cost_coefficients.json is what
+``python -m affine_homotopy.costs fit`` computes from the measurements beside it (so a hand edit of
+either side fails here), it ships with the package, and affine_homotopy.costs.model reads its numbers."""
 
 from __future__ import annotations
 
@@ -13,21 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from affine_homotopy.jobs import cost
+from affine_homotopy.costs import model as cost
+from affine_homotopy.costs.fit import (CALIBRATION_FIELDS, FIELDS, JOB_FIELDS, coefficients_text, fitted_coefficients,
+                                       fitted_job_costs, fitted_speed_reference)
 
 from tests.helpers import REPO
 
-COEFFICIENTS = REPO / "src" / "affine_homotopy" / "jobs" / cost.COEFFICIENTS_FILE
+COEFFICIENTS = REPO / "src" / "affine_homotopy" / "costs" / "data" / cost.COEFFICIENTS_FILE
 
 
 def test_the_coefficient_file_is_what_fit_computes_from_the_measurements() -> None:
-    from benchmarks.cost_model import COEFFICIENTS as written_by_fit
-    from benchmarks.cost_model import coefficients_text, fitted_coefficients
+    from affine_homotopy.costs.fit import COEFFICIENTS as written_by_fit
 
     assert written_by_fit == COEFFICIENTS
     refitted = fitted_coefficients()
     on_file = json.loads(COEFFICIENTS.read_text(encoding="utf-8"))
-    assert on_file == refitted, ("cost_coefficients.json is not what `python -m benchmarks.cost_model fit` computes "
+    assert on_file == refitted, ("cost_coefficients.json is not what `python -m affine_homotopy.costs fit` computes "
                                  "from the measurements: refit it instead of editing it")
     assert COEFFICIENTS.read_text(encoding="utf-8") == coefficients_text(refitted)  # and written as fit writes it
     for stage, entry in on_file["stages"].items():  # the rows' dates and loads travel with the coefficients
@@ -37,7 +37,7 @@ def test_the_coefficient_file_is_what_fit_computes_from_the_measurements() -> No
 def test_the_package_reads_the_file() -> None:
     on_file = json.loads(COEFFICIENTS.read_text(encoding="utf-8"))["stages"]
     costs = cost.stage_costs()
-    assert cost.stage_costs() is costs and cost.STAGE_COSTS is costs  # read once
+    assert cost.stage_costs() is costs  # read once
     assert set(costs) == set(on_file) == set(cost.STAGE_UNITS)
     for stage, entry in on_file.items():
         assert costs[stage] == cost.StageCost(entry["seconds_ref"], entry["n_exponent"], entry["d_exponent"],
@@ -60,11 +60,9 @@ def write_rows(path: Path, fields: list[str], rows: list[dict[str, object]]) -> 
     return path
 
 
-def test_fit_keeps_the_last_row_of_a_size_skips_no_rows_and_scales_the_local_estimator(tmp_path: Path) -> None:
+def test_fit_keeps_the_last_row_of_a_size_and_skips_no_rows(tmp_path: Path) -> None:
     """Exact rules on made-up timings: a stage growing as N at D = 384 and as D^2, with a stale row of
-    one size, an unfitted row and a K = 6 row that must not count; d_psi's rows scaled by a ratio."""
-    from benchmarks.cost_model import FIELDS, RATIO_FIELDS, fitted_coefficients
-
+    one size, an unfitted row and a K = 6 row that must not count."""
     def row(stage: str, n: int, d: int, seconds: float, fit: str = "measured", k: int = 3, date: str = "2030-01-02",
             load: float = 1.0) -> dict[str, object]:
         return {"stage": stage, "n": n, "d": d, "k": k, "units": 6, "seconds_per_unit": seconds, "unit": "ordered pair",
@@ -74,32 +72,21 @@ def test_fit_keeps_the_last_row_of_a_size_skips_no_rows_and_scales_the_local_est
             row("d_aff", 5_000, 384, 2.0, load=3.0), row("d_aff", 10_000, 384, 4.0), row("d_aff", 5_000, 768, 8.0),
             row("d_aff", 12_000, 384, 1e6, fit="no"), row("d_aff", 5_000, 384, 1e6, k=6),
             # the working-set path (N >= 10 x 4 x 385 at D = 384): its own power law, K = 2 rows included
-            row("d_aff", 20_000, 384, 3.0), row("d_aff", 80_000, 384, 6.0, k=2),
-            row("d_psi", 10_000, 384, 1.0, fit="scaled"), row("d_psi", 40_000, 384, 4.0, fit="scaled")]
+            row("d_aff", 20_000, 384, 3.0), row("d_aff", 80_000, 384, 6.0, k=2)]
     measurements = write_rows(tmp_path / "m.csv", FIELDS, rows)
-    ratios = write_rows(tmp_path / "r.csv", RATIO_FIELDS, [
-        {"n": 10_000, "d": 384, "phase": "d_psi", "local_cpu": 1, "certified_cpu": 3, "ratio": 3.0, "n_random": 25,
-         "load_1min": 1.0, "machine": "test", "date": "2030-01-02", "note": ""}])
-    stages = fitted_coefficients(measurements, ratios)["stages"]
+    stages = fitted_coefficients(measurements)["stages"]
     assert {k: stages["d_aff"][k] for k in ("seconds_ref", "n_exponent", "d_exponent", "n", "d", "dates")} == {
         "seconds_ref": 4.0, "n_exponent": 1.0, "d_exponent": 2.0, "n": [5_000, 10_000], "d": [384, 768],
         "dates": ["2030-01-02"]}
     working = stages["d_aff_working_set"]  # 3 s at 20,000 and 6 s at 80,000: sqrt(N), 3 / sqrt(2) at 10,000
     assert (working["n"], working["n_exponent"], working["seconds_ref"]) == ([20_000, 80_000], 0.5, 2.12)
-    assert stages["d_aff"]["load_1min"] == [1.0, 3.0] and not stages["d_aff"]["scaled_by_certified_ratio"]
-    assert (stages["d_psi"]["seconds_ref"], stages["d_psi"]["n_exponent"]) == (3.0, 1.0)  # the ratio, flat in N
-    assert stages["d_psi"]["scaled_by_certified_ratio"]
-    without = write_rows(tmp_path / "none.csv", RATIO_FIELDS, [])
-    with pytest.raises(ValueError, match="no d_psi ratio"):
-        fitted_coefficients(measurements, without)
+    assert stages["d_aff"]["load_1min"] == [1.0, 3.0]
 
 
 def test_the_speed_reference_is_the_median_transfer_of_the_current_factorisation_rows(tmp_path: Path) -> None:
     """speed_reference on made-up rows: each calibration row estimates the rows' machine's probe as
     probe x recorded / measured; a calibration row whose recorded value differs from the fitted row's
     (the stage measured again since) and rows of other K or of other stages do not count."""
-    from benchmarks.cost_model import CALIBRATION_FIELDS, FIELDS, fitted_speed_reference
-
     def row(n: int, d: int, seconds: float, k: int = 3, stage: str = "factorise") -> dict[str, object]:
         return {"stage": stage, "n": n, "d": d, "k": k, "units": 3, "seconds_per_unit": seconds, "unit": "encoder",
                 "threads": 1, "load_1min": 1.0, "machine": "test", "date": "2030-01-02", "fit": "measured"}
@@ -130,8 +117,6 @@ def test_a_row_measured_on_another_machine_counts_at_the_reference_machines_spee
     measured at 5,000 rows on the reference machine (no probe) and at 10,000 on a machine twice as slow
     (probe 0.1 against 0.05) fits as if both were measured on the reference machine. Without a calibrated
     reference, the rows' own median probe is the reference."""
-    from benchmarks.cost_model import CALIBRATION_FIELDS, FIELDS, fitted_coefficients
-
     def row(stage: str, n: int, seconds: float, probe: str = "") -> dict[str, object]:
         return {"stage": stage, "n": n, "d": 384, "k": 3, "units": 3, "seconds_per_unit": seconds,
                 "unit": "encoder" if stage == "factorise" else "ordered pair", "threads": 1, "load_1min": 1.0,
@@ -160,8 +145,6 @@ def test_the_job_costs_keep_the_latest_correlations_and_scale_the_work_to_the_re
     (a stale row replaced), work rows of a
     machine twice as slow as the reference (probe 0.1 against 0.05) and one without a probe (the
     reference machine's); the latest work row of a rule counts."""
-    from benchmarks.cost_model import JOB_FIELDS, fitted_job_costs
-
     def row(rule: str, quantity: str, seconds: float, n: object = "", d: object = "", note: str = "",
             probe: object = "", date: str = "2030-01-02") -> dict[str, object]:
         return {"rule": rule, "quantity": quantity, "seconds": seconds, "n": n, "d": d, "repeats": 3, "threads": 1,
@@ -205,8 +188,6 @@ def test_a_real_encoders_rows_of_a_width_replace_that_widths_side_by_side_rows_o
     """Made-up rows: d_psi at D = 768 from layers side by side (data empty) at N = 2,000 and 8,000, and
     from a real 768-wide encoder at 2,000 only: the real row alone sets d_psi's factor at 768, at every
     N; d_aff, measured at 768 side by side only, keeps those rows; the D = 384 rows count as they are."""
-    from benchmarks.cost_model import FIELDS, fitted_coefficients
-
     def row(stage: str, n: int, d: int, seconds: float, data: str = "") -> dict[str, object]:
         return {"stage": stage, "n": n, "d": d, "k": 3, "units": 6, "seconds_per_unit": seconds, "unit": "ordered pair",
                 "threads": 1, "load_1min": 1.0, "machine": "test", "date": "2030-01-02", "fit": "measured", "data": data}
@@ -215,7 +196,7 @@ def test_a_real_encoders_rows_of_a_width_replace_that_widths_side_by_side_rows_o
     rows += [row("d_psi", 2000, 768, 0.2 * 2), row("d_psi", 8000, 768, 0.8 * 2),  # side by side: twice D = 384's
              row("d_psi", 2000, 768, 0.2 * 8, data="a 768-wide encoder"),  # the real encoder: 8 times
              row("d_aff", 2000, 768, 0.2 * 4), row("d_aff", 8000, 768, 0.8 * 4)]
-    stages = fitted_coefficients(write_rows(tmp_path / "m.csv", FIELDS, rows), tmp_path / "no_ratios.csv")["stages"]
+    stages = fitted_coefficients(write_rows(tmp_path / "m.csv", FIELDS, rows))["stages"]
     assert stages["d_psi"]["d_factors"] == [[768, 8.0]] and stages["d_psi"]["n"] == [2000, 8000]
     assert stages["d_aff"]["d_factors"] == [[768, 4.0]]
     assert (stages["d_psi"]["seconds_ref"], stages["d_psi"]["n_exponent"]) == (1.0, 1.0)
@@ -226,8 +207,6 @@ def test_rows_of_one_size_on_several_tasks_count_as_their_mean_and_a_tasks_rerun
     """Made-up d_psi rows of a real 768-wide encoder at N = 2,000 on three tasks (one of them measured
     twice: its later row counts): the factor at 768 is the arithmetic mean of the tasks' costs over
     D = 384's, (0.2 x 2 + 0.2 x 4 + 0.2 x 30) / 3 / 0.2 = 12, not their geometric mean (about 6.2)."""
-    from benchmarks.cost_model import FIELDS, fitted_coefficients
-
     def row(n: int, d: int, seconds: float, data: str = "", date: str = "2030-01-02") -> dict[str, object]:
         return {"stage": "d_psi", "n": n, "d": d, "k": 3, "units": 6, "seconds_per_unit": seconds,
                 "unit": "ordered pair", "threads": 1, "load_1min": 1.0, "machine": "test", "date": date,
@@ -237,7 +216,7 @@ def test_rows_of_one_size_on_several_tasks_count_as_their_mean_and_a_tasks_rerun
     rows += [row(2000, 768, 0.2 * 500, data="encoder, task a", date="2030-01-01"),  # re-measured below
              row(2000, 768, 0.2 * 2, data="encoder, task a"), row(2000, 768, 0.2 * 4, data="encoder, task b"),
              row(2000, 768, 0.2 * 30, data="encoder, task c")]
-    stage = fitted_coefficients(write_rows(tmp_path / "m.csv", FIELDS, rows), tmp_path / "no_ratios.csv")["stages"]["d_psi"]
+    stage = fitted_coefficients(write_rows(tmp_path / "m.csv", FIELDS, rows))["stages"]["d_psi"]
     assert stage["d_factors"] == [[768, 12.0]]
     assert (stage["seconds_ref"], stage["n_exponent"], stage["n"]) == (1.0, 1.0, [2000, 8000])
 
@@ -247,7 +226,7 @@ def test_the_narrow_rows_sources_are_the_workflows_truncations_at_exactly_that_r
     centred rows (checked by numpy's SVD), as models/derived.py's svd_truncate derives an encoder."""
     import numpy as np
 
-    from benchmarks.cost_model import narrow_copies
+    from affine_homotopy.costs.measure import narrow_copies
 
     rng = np.random.default_rng(0)
     layers = [rng.standard_normal((300, 40)) @ rng.standard_normal((40, 40)) + 3.0 for _ in range(2)]

@@ -81,8 +81,8 @@ def test_run_times_of_the_all_pairs_and_probe_jobs_come_from_the_cost_model(plan
     import yaml
 
     from affine_homotopy.study.validation import check_config
-    from affine_homotopy.jobs.cost import project
-    from affine_homotopy.jobs.resources import task_size
+    from affine_homotopy.costs.model import project
+    from affine_homotopy.costs.study import task_size
 
     config = check_config(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()), REPO / "workflow" / "schemas"
                           / "config.schema.yaml")

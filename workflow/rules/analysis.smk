@@ -10,7 +10,7 @@ TABLE_MEASURES = list(ANALYSIS["intrinsic_measures"])
 TABLE_LAYER = table_layer(config)
 RANK_DEFICIENCY = ANALYSIS["rank_deficiency"]
 RD_LAYER = configured_label("analysis.rank_deficiency.layer", RANK_DEFICIENCY["layer"], LAYER_POSITIONS)
-RD_GROUP = RANK_DEFICIENCY_GROUP  # checked by check_config (common.smk)
+RD_GROUP = RANK_DEFICIENCY_GROUP  # checked by check_config (startup.smk)
 STATS_SETTINGS = {k: ANALYSIS[k] for k in ("n_permutations", "n_bootstrap", "seed", "ci_level")}
 
 

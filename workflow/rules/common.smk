@@ -1,53 +1,8 @@
-# Config validation, names, paths and input functions shared by all rule files.
-import functools
+# Names, paths and input functions shared by all rule files (after startup.smk has checked the config).
 import itertools
-import math
-import os
 import re
-from pathlib import Path
-
-from snakemake.exceptions import WorkflowError
-
-# torch and numpy share processes: a busy-waiting OpenMP pool slows small machines tenfold.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-# This workflow's own folders, also when another workflow uses it as a module (workflow.basedir is
-# then the outer workflow's folder): workflow/ and the project folder holding pyproject.toml and src/.
-# (str of workflow.current_basedir: this file's folder, workflow/rules; source_path would give a cached copy)
-WORKFLOW_DIR = Path(str(workflow.current_basedir)).parent
-PROJECT_DIR = WORKFLOW_DIR.parent
-# The conda environments (workflow/envs/*.yaml) install this project with `-e ${AFFINE_HOMOTOPY_PROJECT}`:
-# Snakemake copies an env file before conda builds it, so a path relative to the file would not
-# resolve; pip expands the variable when conda runs its pip section. Set, not asked of the user.
-if (PROJECT_DIR / "pyproject.toml").is_file():
-    os.environ.update(AFFINE_HOMOTOPY_PROJECT=str(PROJECT_DIR))  # set here, not required of the user: no envvars
-elif "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}:
-    raise WorkflowError(
-        f"This workflow was loaded from {WORKFLOW_DIR}, not from a local clone, so its conda environments "
-        "cannot install its package. Fix: clone the repository and use the module by its local path."
-    )
-
-# The package is imported as installed (pip install -e .), never from a path added here: the same
-# code then runs in this process, in plain jobs and in the conda environments.
-try:
-    import affine_homotopy
-except ImportError:
-    raise WorkflowError(
-        "The package affine_homotopy is not installed in the Python that runs Snakemake. Fix: "
-        f"pip install -e '{PROJECT_DIR}[workflow]' -c {PROJECT_DIR / 'constraints.txt'}"
-    ) from None
-if (PROJECT_DIR / "src" / "affine_homotopy").is_dir() and Path(affine_homotopy.__file__).resolve().parent != (
-    PROJECT_DIR / "src" / "affine_homotopy"
-).resolve():
-    logger.warning(
-        f"affine_homotopy is imported from {Path(affine_homotopy.__file__).parent}, not from this workflow's "
-        f"{PROJECT_DIR / 'src'}: jobs run that installed copy. To run this checkout's code: pip install -e {PROJECT_DIR}"
-    )
-
-from affine_homotopy.errors import ConfigError, DataError
 
 from affine_homotopy.study.validation import (
-    check_config,
     extrinsic_layers,
     extrinsic_parts,
     rank_deficiency_group,
@@ -65,34 +20,6 @@ from affine_homotopy.study.layers import configured_label, layer_label, layer_la
 from affine_homotopy.study.lock import check_lock, lock_path, staged_model_commits
 from affine_homotopy.study.user_files import resolve_path
 
-# Under --use-conda the embedding jobs run in workflow/envs/embed.yaml, not in this interpreter: a `package`
-# encoder is then checked against that file (see check_config).
-_CONDA = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
-_JOB_ENV = WORKFLOW_DIR / "envs" / "embed.yaml" if _CONDA else None
-try:
-    # your own data (table tasks, embeddings encoders) is read by the main process only: a cluster job
-    # that re-reads the workflow checks the config, not the data again
-    check_config(
-        config,
-        workflow.source_path("../schemas/config.schema.yaml"),
-        job_env=_JOB_ENV,
-        data_checks=workflow.is_main_process,
-    )
-except ConfigError as error:
-    raise WorkflowError(f"Invalid configuration: {error}") from None
-except DataError as error:
-    raise WorkflowError(f"Invalid input data: {error}") from None
-# Jobs that run on this machine (not submitted to a cluster, whose nodes may have GPUs that the
-# submit host lacks): device: cuda needs CUDA here, so say so now instead of inside every GPU job.
-if workflow.local_exec:
-    from affine_homotopy.jobs.devices import check_device_available
-
-    try:
-        check_device_available(config["device"])
-        check_device_available(config["extrinsic"]["device"], "extrinsic.device")
-    except ConfigError as error:
-        raise WorkflowError(f"Invalid configuration: {error}") from None
-
 RUN = config["run_name"]
 RESULTS = f"results/{RUN}"
 
@@ -105,8 +32,8 @@ def job_log(name):
 def job_benchmark(name):
     """A job's Snakemake benchmark, results/<run>/benchmarks/<name>.tsv, named as its log (job_log) is:
     the job writes its cost record (CPU time, config fingerprint) beside it, at the path that
-    affine_homotopy.jobs.cost_check.job_record_path derives from the log's, and
-    `python -m benchmarks.cost_model check results/<run>` reads both."""
+    affine_homotopy.jobs.cost_record.job_record_path derives from the log's, and
+    `python -m affine_homotopy.costs check results/<run>` reads both."""
     return f"{RESULTS}/benchmarks/{name}.tsv"
 
 
@@ -279,90 +206,6 @@ EMBEDDING_SETTINGS = {k: v for k, v in config["embedding"].items() if k != "thre
 INTRINSIC_SETTINGS = {k: v for k, v in config["intrinsic"].items() if k != "threads"}
 
 
-# ---------------------------------------------------------------------------------------------
-# Resources (mem_mb, runtime, disk_mb) estimated from the config; they grow with each retry.
-from affine_homotopy.jobs.resources import (
-    embed_resources,
-    encoder_width,
-    fixed_resources,
-    pairwise_resources,
-    probe_resources,
-    projected_runtime,
-    study_estimate,
-    task_size,
-)
-
-TASK_SIZES = {(t, s): task_size(config["tasks"][t], s) for t in TASKS for s in SPLITS}
-WIDTHS = {e: encoder_width(e, config["encoders"]) for e in ENCODERS}
-
-
-def embed_resource(key):
-    # one embed job runs both splits of its task
-    def estimate(wildcards, attempt):
-        n = sum(TASK_SIZES[(wildcards.task, split)] for split in SPLITS)
-        return embed_resources(n, WIDTHS[wildcards.encoder], len(LAYERS), attempt)[key]
-
-    return estimate
-
-
-@functools.cache
-def all_pairs_runtime(rule, n, attempt):
-    # the same for every job of `rule` on a task of n fit examples (every layer): one projection each
-    return projected_runtime(config, rule, WIDTHS, n, attempt=attempt)
-
-
-def pairwise_resource(key, rule="intrinsic"):
-    # one all-pairs job (task, layer) of `rule`; run time from the measured cost model
-    def estimate(wildcards, attempt):
-        n = TASK_SIZES[(wildcards.task, "train")]
-        if key == "runtime":
-            return all_pairs_runtime(rule, n, attempt)
-        block = config["intrinsic"]["block_mb"]
-        return pairwise_resources(n, list(WIDTHS.values()), block, 8, attempt)[key]
-
-    return estimate
-
-
-def extrinsic_part_runtime(wildcards, attempt):
-    # the single extrinsic job's request, shared by its parts in proportion to their sources
-    n = TASK_SIZES[(wildcards.task, "train")]
-    share = len(EXTRINSIC_PARTS[int(wildcards.part)]) / len(ENCODERS)
-    return max(10, math.ceil(all_pairs_runtime("extrinsic", n, attempt) * share))
-
-
-def rank_deficiency_resource(key):
-    # one all-pairs job over every truncation level of every encoder of the group
-    def estimate(wildcards, attempt):
-        n = TASK_SIZES[(wildcards.task, "train")]
-        levels = config["analysis"]["rank_deficiency"]["levels"]
-        widths = [WIDTHS[e] for e in RANK_DEFICIENCY_GROUP for _ in levels]
-        if key == "runtime":
-            group = {e: WIDTHS[e] for e in RANK_DEFICIENCY_GROUP}
-            return projected_runtime(
-                config, "rank_deficiency", group, n, rank_deficiency_copies=len(widths), attempt=attempt
-            )
-        return pairwise_resources(n, widths, config["intrinsic"]["block_mb"], 8, attempt)[key]
-
-    return estimate
-
-
-def probe_resource(key):
-    def estimate(wildcards, attempt):
-        sizes = TASK_SIZES[(wildcards.task, "train")], TASK_SIZES[(wildcards.task, "dev")]
-        width = WIDTHS[wildcards.encoder]
-        n_layers = len(EXTRINSIC_LAYERS)
-        if key == "runtime":  # this encoder's probes of every extrinsic layer, from the measured cost model
-            return projected_runtime(config, "probe", {wildcards.encoder: width}, sizes[0], n_layers, attempt=attempt)
-        return probe_resources(*sizes, width, n_layers, config["probe"], N_RANDOM_PROBES, attempt=attempt)[key]
-
-    return estimate
-
-
-def fixed_resource(kind, key):
-    # jobs whose size does not grow with the study: markers, tables, figures, downloads
-    return lambda wildcards, attempt: fixed_resources(kind, attempt)[key]
-
-
 # what a job that computes extrinsic pairs reads, the files it writes into a folder, and its settings:
 # the same for the single job of a (task, layer) and for the parts of one split by source
 EXTRINSIC_JOB_INPUT = dict(
@@ -383,15 +226,6 @@ def extrinsic_files(folder):
         **{name: f"{folder}/{name}.csv" for name in EXTRINSIC_MATRICES},
         "diagnostics": f"{folder}/d_psi_diagnostics.csv",
     }
-
-
-if workflow.is_main_process:
-    _estimate = study_estimate(config)
-    logger.info(
-        f"Estimate for run '{RUN}': embeddings need {_estimate['embeddings_disk_mb'] / 1024:.2f} GB "
-        f"of disk; the largest job needs about {_estimate['largest_job_mem_mb'] / 1024:.1f} GB of memory; "
-        f"projected CPU time without embedding (benchmarks/cost_model.py): {_estimate['projection'].summary()}."
-    )
 
 
 def rank_deficiency_embeddings(wildcards):

@@ -1,6 +1,6 @@
 """When d_aff's minimax solver runs its working-set outer loop, and the size of its first set.
 
-Integer rules without torch, so that the cost model (:mod:`affine_homotopy.jobs.cost`), which the
+Integer rules without torch, so that the cost model (:mod:`affine_homotopy.costs.model`), which the
 workflow reads before any job runs, prices a pair by the solver path it will take.
 
 Measured on MiniLM SST-2 pairs (p = 385): the optimum rests on about 10 p rows whatever N (40 % of

@@ -1,3 +1,3 @@
-"""The plumbing every workflow job uses: the runner, resources and the cost model, provenance,
+"""The plumbing every workflow job uses: the runner and each job's cost record, provenance,
 device selection and the GPU lock, and atomic file I/O.
 """

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import AffineHomotopyError
-from .cost_check import job_record_path, process_cpu_seconds, write_job_record
+from .cost_record import job_record_path, process_cpu_seconds, write_job_record
 
 EXPECTED_ERRORS = (AffineHomotopyError,)
 
@@ -71,8 +71,8 @@ def run(snakemake: Any, main: Callable[[Any], None], offline: bool = True) -> No
         log.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
     wall, cpu = time.monotonic() - started, process_cpu_seconds() - cpu_started
-    # wall and CPU time of the work (all threads): `python -m benchmarks.cost_model compare` compares its projection
-    # with them; the cost record beside the job's benchmark file adds the start-up (`cost_model check`)
+    # wall and CPU time of the work (all threads); the cost record beside the job's benchmark file adds the
+    # start-up (`python -m affine_homotopy.costs check` reads it)
     log.info("done in %.1f s (CPU %.1f s, %d thread(s); CPU %.1f s before the work)", wall, cpu,
              int(snakemake.threads), cpu_started)
     if log_path and job_record_path(log_path):  # a workflow job's log (results/<run>/logs/...)

@@ -1,4 +1,4 @@
-"""Projected CPU time of a study: a per-stage cost model measured on this project's machine.
+"""The cost model: projected single-thread CPU time of a study, per stage and per rule.
 
 Each stage of the pairwise rules costs, per unit of work, ::
 
@@ -8,27 +8,21 @@ single-thread CPU seconds, ``N`` the fit split's examples and ``D`` the represen
 ``width_factor`` is 1 at ``D_REF``. Where a stage was measured at other widths it passes through
 their measured factors (the stage's ``d_factors``), piecewise linear in log D and log cost and
 extended beyond the outer widths with the outer segments' slopes: the certified extrinsic stages do
-not follow one power of the width (on the demo a rank-76 source's pairs cost 0.14 times a 384-wide
-one's, on real GLUE pairs a 768-wide one's about 17 times). A stage measured at ``D_REF`` alone
-costs the same at every width (``d_exponent`` 0). ``d_exponent`` is the power with which the cost
-grows just above D_REF, toward the paper's encoders' 768 (:func:`fit_stage`). The
-units are what the rules repeat: an encoder (factorisation, once per job), an ordered pair (d_aff,
-d_lin, the baselines, d_psi, the worst-case search), a classifier of a pair (d_worst), an encoder's
-layer (the task probe) and a random-label classifier of an encoder's layer. How often each unit
-occurs follows from the config (:func:`project`): K encoders give K (K - 1) ordered pairs per task
-and layer, so the pairwise stages grow as K^2 and the per-encoder ones as K (counted, not fitted).
+not follow one power of the width. A stage measured at ``D_REF`` alone costs the same at every width
+(``d_exponent`` 0). ``d_exponent`` is the power with which the cost grows just above D_REF
+(:func:`fit_stage`). The units are what the rules repeat: an encoder (factorisation, once per job),
+an ordered pair (d_aff, d_lin, the baselines, d_psi, the worst-case search), a classifier of a pair
+(d_worst), an encoder's layer (the task probe) and a random-label classifier of an encoder's layer.
+How often each unit occurs follows from the config (:func:`project`): K encoders give K (K - 1)
+ordered pairs per task and layer, so the pairwise stages grow as K^2 and the per-encoder ones as K
+(counted, not fitted).
 
-The coefficients are data, read from ``cost_coefficients.json`` beside this module (shipped with
-the package; :func:`stage_costs`). ``python -m benchmarks.cost_model measure`` times the stages on
-one core of a shared 2-core machine under the solver defaults (``intrinsic.tol`` 1e-3, jacobi) and
-the probe and worst-case defaults, on real SST-2 embeddings (N = 2,000 ... 20,000 at D = 384, and
-D = 768 at two sizes), into ``benchmarks/cost_measurements.csv``; ``python -m benchmarks.cost_model
-fit`` fits them (log-log least squares, :func:`fit_stage`) and writes the file, with the dates and
-loads of the rows behind each stage. The projection assumes: the same per-core rate, CPU-bound jobs,
-and for the pairwise stages each pair at its encoders' widths (:func:`pair_widths`; the extrinsic
-stages at the source's).
-The embedding rule is not in :func:`project` (the pairwise rules); :class:`JobCosts` prices its forward
-pass per token (``python -m benchmarks.embedding_throughput`` measures it per model).
+The coefficients are data, ``data/cost_coefficients.json`` (package data; :func:`stage_costs`),
+written by ``python -m affine_homotopy.costs fit`` from the measurements beside it
+(:mod:`affine_homotopy.costs.fit`). The projection assumes the same per-core rate as the measuring
+machine, CPU-bound jobs, and each pair at its encoders' widths (:func:`pair_widths`; the extrinsic
+stages at the source's). The embedding rule is not in :func:`project` (the pairwise rules);
+:class:`JobCosts` prices its forward pass per token.
 """
 
 from __future__ import annotations
@@ -81,7 +75,7 @@ class StageCost:
 
 
 # a function of its arguments alone, cached: a study's plan asks it for the same few widths once per pair
-# and job (a paper dry run: some 160,000 calls)
+# and job
 @functools.lru_cache(maxsize=4096)
 def _interpolated_width_factor(d_factors: tuple[tuple[int, float], ...], width: float) -> float:
     """The factor at ``width`` through the knots ``d_factors`` and (D_REF, 1), linear in log D and log
@@ -102,7 +96,7 @@ STAGE_UNITS = {
     "d_aff": "ordered pair",
     # d_aff where the solver runs its working-set loop (N large against the design's width + 1 columns:
     # core/working_set_rule.py): the loop's cost follows the rows near the optimum, not N, so one power
-    # law through both paths fits neither (on MiniLM SST-2 a pair cost 2.8 s at N = 8,000, 2.0 s at 20,000)
+    # law through both paths fits neither
     "d_aff_working_set": "ordered pair",
     # a pair whose target is an affine image of its source by construction: the solver stops at its start
     "d_aff_exact": "exact ordered pair",
@@ -112,18 +106,19 @@ STAGE_UNITS = {
     "task_probe": "encoder layer",
     "random_probe": "random classifier of an encoder layer",
     "d_psi": "ordered pair",
-    # its rows mix 100 (N <= 8,000) and 25 (beyond) random classifiers per target: hence its larger residual
+    # its rows mix two counts of random classifiers per target (fewer at large N): hence its larger residual
     "d_worst": "random classifier of an ordered pair",
     # the certified search at its default budget (4 aimed classifiers, 3 steps), scaled to the configured
     # budget by (candidates + steps) / 7
     "d_worst_search": "ordered pair",
     # the extrinsic stages of an exact pair: its map fits the target to the float floor, so every certified
-    # interval closes at its first LP (a full-rank pair's took 20 to 80 times as long on the demo)
+    # interval closes at its first LP, far sooner than a full-rank pair's
     "d_psi_exact": "exact ordered pair",
     "d_worst_exact": "random classifier of an exact ordered pair",
     "d_worst_search_exact": "exact ordered pair",
 }
 COEFFICIENTS_FILE = "cost_coefficients.json"
+DATA = "data"  # the package folder of the coefficients and the measurements they are fitted to
 # the stages whose solver takes the working-set path at large N, and the stage that prices that path
 WORKING_SET_STAGES = {"d_aff": "d_aff_working_set", "d_lin": "d_lin_working_set"}
 # the design's columns beyond the width: d_aff's affine design has a constant column, d_lin's has none
@@ -139,16 +134,22 @@ def solver_stage(stage: str, n: int, width: float) -> str:
 
 
 @functools.cache
+def coefficient_document() -> Mapping[str, Any]:
+    """``data/cost_coefficients.json``, read once."""
+    return json.loads(resources.files(__package__).joinpath(DATA, COEFFICIENTS_FILE).read_text(encoding="utf-8"))
+
+
+@functools.cache
 def stage_costs() -> Mapping[str, StageCost]:
     """The fitted coefficients of every stage, read once from ``cost_coefficients.json`` (package data)."""
-    document = json.loads(resources.files(__package__).joinpath(COEFFICIENTS_FILE).read_text(encoding="utf-8"))
+    document = coefficient_document()
     if (document["n_ref"], document["d_ref"]) != (N_REF, D_REF):
         raise ValueError(f"{COEFFICIENTS_FILE} is fitted at N = {document['n_ref']}, D = {document['d_ref']}, "
                          f"not at this module's N_REF = {N_REF}, D_REF = {D_REF}: refit it")
     stages = document["stages"]
     if set(stages) != set(STAGE_UNITS):
         raise ValueError(f"{COEFFICIENTS_FILE} has the stages {sorted(stages)}, the cost model counts "
-                         f"{sorted(STAGE_UNITS)}: refit it (python -m benchmarks.cost_model fit)")
+                         f"{sorted(STAGE_UNITS)}: refit it (python -m affine_homotopy.costs fit)")
     costs = {}
     for stage, unit in STAGE_UNITS.items():
         entry = stages[stage]
@@ -176,7 +177,7 @@ class JobCosts:
     measured SST-2 sentences): a task whose examples are longer costs in proportion to its tokens, since
     the forward pass batches examples of like length (:func:`affine_homotopy.models.encoders.embed_texts`)
     and works per token: on real GLUE tasks an encoder's CPU per token varies far less across tasks than
-    its CPU per example (docs/performance.md, "The cost model against a measured run").
+    its CPU per example.
     The correlate rule's work: one correlation per (task, layer, intrinsic measure, extrinsic measure),
     each costing ``correlation_seconds[i]`` at ``correlation_k[i]`` encoders and the permutations and
     resamples ``correlation_resamples`` (the schema's defaults), interpolated in log K and log seconds
@@ -224,16 +225,16 @@ class JobCosts:
 
 @functools.cache
 def job_costs() -> JobCosts:
-    """The per-job costs of ``cost_coefficients.json`` (``python -m benchmarks.cost_model measure-jobs``, then fit)."""
-    document = json.loads(resources.files(__package__).joinpath(COEFFICIENTS_FILE).read_text(encoding="utf-8"))
+    """The per-job costs of ``cost_coefficients.json`` (``python -m affine_homotopy.costs measure jobs``, then fit)."""
+    document = coefficient_document()
     if "jobs" not in document:
         raise ValueError(f"{COEFFICIENTS_FILE} has no per-job costs (jobs): measure and refit them "
-                         "(python -m benchmarks.cost_model measure-jobs, then fit)")
+                         "(python -m affine_homotopy.costs measure jobs, then fit)")
     jobs = document["jobs"]
     if "work" not in jobs or "correlation" not in jobs or "first_call" not in jobs["correlation"]:
         raise ValueError(f"{COEFFICIENTS_FILE} lacks the work of the unsized rules (jobs.work) or of the correlations "
-                         "(jobs.correlation, with a job's first_call): measure and refit them (python -m benchmarks.cost_model measure-work "
-                         "RUN and measure-jobs, then fit)")
+                         "(jobs.correlation, with a job's first_call): measure and refit them (python -m affine_homotopy.costs "
+                         "measure work RUN and measure jobs, then fit)")
     correlation = jobs["correlation"]
     return JobCosts(MappingProxyType({rule: float(s) for rule, s in jobs["startup"].items()}),
                     float(jobs["embed_load"]), float(jobs["embed_example"]), float(jobs["embed_d_exponent"]),
@@ -260,18 +261,12 @@ def approximate_tokens(text_a: str, text_b: str | None, max_length: int) -> int:
 
 
 def speed_reference() -> float | None:
-    """The speed probe (:func:`affine_homotopy.jobs.cost_check.speed_probe_seconds`, CPU s) of the machine
+    """The speed probe (:func:`affine_homotopy.jobs.cost_record.speed_probe_seconds`, CPU s) of the machine
     that measured the coefficients (``speed_reference`` of ``cost_coefficients.json``: ``python -m
-    benchmarks.cost_model calibrate``, then fit); None where it was not calibrated."""
-    document = json.loads(resources.files(__package__).joinpath(COEFFICIENTS_FILE).read_text(encoding="utf-8"))
+    affine_homotopy.costs measure calibrate``, then fit); None where it was not calibrated."""
+    document = coefficient_document()
     reference = document.get("speed_reference")
     return float(reference["speed_probe_seconds"]) if reference else None
-
-
-def __getattr__(name: str) -> Any:
-    if name == "STAGE_COSTS":  # read on first use, not on import
-        return stage_costs()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def fit_stage(points: Sequence[tuple[int, int, float]]) -> tuple[float, float, float, float]:
@@ -347,6 +342,110 @@ def pair_widths(names: Sequence[str], ranks: Mapping[str, int]) -> dict[tuple[st
     return {(a, b): math.sqrt(ranks[a] * ranks[b]) for a in names for b in names if a != b}
 
 
+@dataclass(frozen=True)
+class StageScales:
+    """What the config multiplies each stage's measured unit cost by: the settings against
+    :data:`MEASURED_SETTINGS`, the random classifiers, and 0 for a measure it does not select."""
+
+    task_probe: float
+    random_probe: float
+    d_worst: float
+    d_worst_search: float
+    d_lin: float
+    baselines: float
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> StageScales:
+        """Only the selected measures count: ``intrinsic.measures`` (``d_lin`` and the baselines are stages
+        of their own) and ``extrinsic.measures`` (``d_worst`` with its random-label probes, and
+        ``d_worst_search``; ``d_psi`` always)."""
+        probe, extrinsic = config["probe"], config["extrinsic"]
+        random_probes, search = extrinsic["random_probes"], extrinsic["worst_search"]
+        # the random-label probes are fitted (and d_worst evaluates them) only when d_worst is selected
+        n_random = random_classifiers_needed(config)
+        chosen = extrinsic_selection(config)
+        worst = 1.0 if "d_worst" in chosen else 0.0
+        searched = 1.0 if "d_worst_search" in chosen else 0.0
+        task_probe_scale = len(probe["l2_grid"]) * probe["max_iter"] / (
+            MEASURED_SETTINGS["l2_grid"] * MEASURED_SETTINGS["max_iter"])
+        if random_probes.get("method", "sgd") == "sgd":
+            random_scale = random_probes["epochs"] * len(random_probes["learning_rates"]) / (
+                MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
+        else:  # L-BFGS: random_max_iter iterations against SGD's epochs over the data
+            random_scale = probe["random_max_iter"] / (MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
+        # the search runs with or without random classifiers (from the task probe); 0 steps and 0 candidates: none
+        search_scale = (search["steps"] + search["candidates"]) / MEASURED_SETTINGS["search_work"]
+        # the intrinsic stage runs the selected measures only (intrinsic.measures; d_lin is opt-in)
+        selection = set(config.get("intrinsic", {}).get("measures", DEFAULT_SELECTION))
+        return cls(task_probe_scale, random_scale * n_random, worst * n_random, searched * search_scale,
+                   1.0 if "d_lin" in selection else 0.0, 1.0 if selection & set(BASELINES) else 0.0)
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """The encoders of one job as the stages see them: each encoder's width and rank, each ordered pair's
+    width (:func:`pair_widths`) and the pairs that are exact by construction."""
+
+    widths: Mapping[str, int]
+    ranks: Mapping[str, int]
+    by_pair: Mapping[tuple[str, str], float]
+    exact: frozenset[tuple[str, str]]
+
+
+def layer_seconds(costs: Mapping[str, StageCost], n: int, plan: PairPlan, scales: StageScales) -> dict[str, float]:
+    """Every stage's CPU seconds at one layer of a task of ``n`` fit examples: the intrinsic stages at
+    each pair's width, the extrinsic ones at its source's rank (their linear programmes have a column per
+    direction of the source), d_aff and d_lin by the solver path the pair takes (:func:`solver_stage`)."""
+    by_pair, exact, ranks = plan.by_pair, plan.exact, plan.ranks
+
+    def over_pairs(stage: str) -> float:
+        return sum(costs[solver_stage(stage, n, w)].seconds(n, w) for w in by_pair.values())
+
+    def inexact(stage: str) -> float:
+        return sum(costs[stage].seconds(n, ranks[pair[0]]) for pair in by_pair if pair not in exact)
+
+    def exact_only(stage: str) -> float:
+        return sum(costs[stage].seconds(n, ranks[pair[0]]) for pair in exact)
+
+    def per_encoder(stage: str) -> float:
+        return sum(costs[stage].seconds(n, d) for d in plan.widths.values())
+
+    return {
+        "factorise": 2 * per_encoder("factorise"),  # once in each of the two all-pairs rules
+        "d_aff": sum(costs[solver_stage("d_aff", n, w)].seconds(n, w) for pair, w in by_pair.items()
+                     if pair not in exact),
+        "d_aff_exact": sum(costs["d_aff_exact"].seconds(n, by_pair[pair]) for pair in exact),
+        "d_lin": scales.d_lin * over_pairs("d_lin"),
+        "baselines": scales.baselines * over_pairs("baselines"),
+        "task_probe": scales.task_probe * per_encoder("task_probe"),
+        "random_probe": scales.random_probe * per_encoder("random_probe"),
+        "d_psi": inexact("d_psi"),
+        "d_worst": scales.d_worst * inexact("d_worst"),
+        "d_worst_search": scales.d_worst_search * inexact("d_worst_search"),
+        "d_psi_exact": exact_only("d_psi_exact"),
+        "d_worst_exact": scales.d_worst * exact_only("d_worst_exact"),
+        "d_worst_search_exact": scales.d_worst_search * exact_only("d_worst_search_exact"),
+    }
+
+
+def rank_deficiency_seconds(costs: Mapping[str, StageCost], n: int, width: float, copies: int,
+                            grid: tuple[Mapping[str, int], Collection[tuple[str, str]]] | None
+                            ) -> dict[str, float]:
+    """Figure 3's job on a task of ``n`` fit examples, per stage: the truncated copies of ``grid`` (rank
+    per copy, the exact pairs among them), or else ``copies`` copies at ``width``; empty without either."""
+    if grid is not None:
+        copy_ranks, copy_exact = grid
+        pairs = pair_widths(list(copy_ranks), copy_ranks)
+        return {"factorise": len(copy_ranks) * costs["factorise"].seconds(n, width),
+                "d_aff": sum(costs[solver_stage("d_aff", n, w)].seconds(n, w) for pair, w in pairs.items()
+                             if pair not in copy_exact),
+                "d_aff_exact": sum(costs["d_aff_exact"].seconds(n, w) for pair, w in pairs.items() if pair in copy_exact)}
+    if copies > 1:
+        return {"d_aff": (copies * costs["factorise"].seconds(n, width)
+                          + copies * (copies - 1) * costs[solver_stage("d_aff", n, width)].seconds(n, width))}
+    return {}
+
+
 def project(
     config: Mapping[str, Any], widths: Mapping[str, int], train_sizes: Mapping[str, int], n_layers: int,
     rank_deficiency_copies: int = 0, costs: Mapping[str, StageCost] | None = None,
@@ -356,82 +455,29 @@ def project(
 ) -> Projection:
     """Projected CPU time of a validated config (schema defaults filled in).
 
-    ``widths``: encoder -> D; ``train_sizes``: task -> N of the fit split; ``n_layers``: positions
-    per encoder (the intrinsic rule runs at each); ``extrinsic_layers``: positions the probe and
-    extrinsic rules run at (None: ``len(extrinsic.layers)``, or ``n_layers`` when that is null);
-    ``rank_deficiency_copies``: truncated copies in the rank-deficiency grid (group size times levels;
-    0 without it). ``ranks``: encoder -> the width its pairwise stages work at (default ``widths``; an
-    SVD-truncated copy's rank: :func:`affine_homotopy.jobs.resources.effective_widths`), each ordered
-    pair's intrinsic stages costed at :func:`pair_widths`, its extrinsic stages at its source's rank (their
-    linear programmes have a column per direction of the source); ``exact_pairs``: ordered pairs whose target is an affine image of
-    the source by construction (:func:`affine_homotopy.jobs.resources.affine_pairs`), whose d_aff costs
-    the ``d_aff_exact`` stage, and whose extrinsic stages cost ``d_psi_exact``, ``d_worst_exact`` and
-    ``d_worst_search_exact``. ``rank_deficiency_grid``:
-    (rank per truncated copy, its exact pairs), which replaces ``rank_deficiency_copies`` copies at
-    the largest width. Only the measures selected are counted: ``intrinsic.measures`` (``d_lin`` and the
-    baselines are stages of their own) and ``extrinsic.measures`` (``d_worst`` with its random-label
-    probes, and ``d_worst_search``; ``d_psi`` always). Rules: ``intrinsic`` and ``extrinsic`` (one job
-    per task and layer), ``probe`` (per encoder and task, all extrinsic layers), ``rank_deficiency``
-    (per task). ``embed`` is not projected (see the module docstring).
+    ``widths``: encoder -> D; ``train_sizes``: task -> N of the fit split; ``n_layers``: positions per
+    encoder (the intrinsic rule runs at each); ``extrinsic_layers``: positions the probe and extrinsic
+    rules run at (None: ``len(extrinsic.layers)``, or ``n_layers`` when that is null). ``ranks``:
+    encoder -> the width its pairwise stages work at (default ``widths``; an SVD-truncated copy's rank:
+    :func:`affine_homotopy.costs.study.effective_widths`); ``exact_pairs``: ordered pairs whose target is
+    an affine image of the source by construction (:func:`affine_homotopy.costs.study.affine_pairs`),
+    costed by the ``_exact`` stages. ``rank_deficiency_grid``: (rank per truncated copy, its exact
+    pairs), or else ``rank_deficiency_copies`` copies at the largest width. Rules: ``intrinsic`` and
+    ``extrinsic`` (one job per task and layer), ``probe`` (per encoder and task, all extrinsic layers),
+    ``rank_deficiency`` (per task).
     """
     costs = stage_costs() if costs is None else costs
-    names = list(widths)
     width = max(widths.values()) if widths else D_REF
     ranks = dict(widths) if ranks is None else ranks
-    by_pair = pair_widths(names, ranks)
-    exact = {pair for pair in exact_pairs if pair in by_pair}
-    probe, extrinsic = config["probe"], config["extrinsic"]
-    random_probes, search = extrinsic["random_probes"], extrinsic["worst_search"]
-    # the random-label probes are fitted (and d_worst evaluates them) only when d_worst is selected
-    n_random = random_classifiers_needed(config)
-    chosen = extrinsic_selection(config)
-    worst = 1.0 if "d_worst" in chosen else 0.0
-    searched = 1.0 if "d_worst_search" in chosen else 0.0
+    by_pair = pair_widths(list(widths), ranks)
+    plan = PairPlan(widths, ranks, by_pair, frozenset(pair for pair in exact_pairs if pair in by_pair))
+    scales = StageScales.of(config)
     if extrinsic_layers is None:
-        extrinsic_layers = n_layers if extrinsic.get("layers") is None else len(extrinsic["layers"])
-    task_probe_scale = len(probe["l2_grid"]) * probe["max_iter"] / (
-        MEASURED_SETTINGS["l2_grid"] * MEASURED_SETTINGS["max_iter"])
-    if random_probes.get("method", "sgd") == "sgd":
-        random_scale = random_probes["epochs"] * len(random_probes["learning_rates"]) / (
-            MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
-    else:  # L-BFGS: random_max_iter iterations against SGD's 80 epochs over the data
-        random_scale = probe["random_max_iter"] / (MEASURED_SETTINGS["epochs"] * MEASURED_SETTINGS["learning_rates"])
-    # the search runs with or without random classifiers (from the task probe); 0 steps and 0 candidates: none
-    search_scale = (search["steps"] + search["candidates"]) / MEASURED_SETTINGS["search_work"]
-    # the intrinsic stage runs the selected measures only (intrinsic.measures; d_lin is opt-in)
-    selection = set(config.get("intrinsic", {}).get("measures", DEFAULT_SELECTION))
-    lin = 1.0 if "d_lin" in selection else 0.0
-    baselines = 1.0 if selection & set(BASELINES) else 0.0
+        extrinsic_layers = n_layers if config["extrinsic"].get("layers") is None else len(config["extrinsic"]["layers"])
     stages = dict.fromkeys(costs, 0.0)
     rules = {"intrinsic": 0.0, "probe": 0.0, "extrinsic": 0.0, "rank_deficiency": 0.0}
     for n in train_sizes.values():
-        def over_pairs(stage: str) -> float:
-            return sum(costs[solver_stage(stage, n, w)].seconds(n, w) for w in by_pair.values())
-
-        # the extrinsic stages at the source's rank: on the demo's sentiment layer 6 a source's pairs
-        # cost 0.8 s each at rank 76 and 5.8 s at 384, whatever the targets' widths
-        def inexact(stage: str) -> float:
-            return sum(costs[stage].seconds(n, ranks[pair[0]]) for pair in by_pair if pair not in exact)
-
-        def exact_only(stage: str) -> float:
-            return sum(costs[stage].seconds(n, ranks[pair[0]]) for pair in exact)
-
-        per_layer = {
-            "factorise": 2 * sum(costs["factorise"].seconds(n, d) for d in widths.values()),  # both rules
-            "d_aff": sum(costs[solver_stage("d_aff", n, w)].seconds(n, w) for pair, w in by_pair.items()
-                         if pair not in exact),
-            "d_aff_exact": sum(costs["d_aff_exact"].seconds(n, by_pair[pair]) for pair in exact),
-            "d_lin": lin * over_pairs("d_lin"),
-            "baselines": baselines * over_pairs("baselines"),
-            "task_probe": task_probe_scale * sum(costs["task_probe"].seconds(n, d) for d in widths.values()),
-            "random_probe": random_scale * n_random * sum(costs["random_probe"].seconds(n, d) for d in widths.values()),
-            "d_psi": inexact("d_psi"),
-            "d_worst": worst * n_random * inexact("d_worst"),
-            "d_worst_search": searched * search_scale * inexact("d_worst_search"),
-            "d_psi_exact": exact_only("d_psi_exact"),
-            "d_worst_exact": worst * n_random * exact_only("d_worst_exact"),
-            "d_worst_search_exact": searched * search_scale * exact_only("d_worst_search_exact"),
-        }
+        per_layer = layer_seconds(costs, n, plan, scales)
         # the intrinsic rule runs at every configured layer, the probe and extrinsic rules at the extrinsic ones
         intrinsic_part = sum(per_layer[stage] for stage in INTRINSIC_RULE_STAGES) + per_layer["factorise"] / 2
         probe_part = per_layer["task_probe"] + per_layer["random_probe"]
@@ -446,21 +492,9 @@ def project(
         rules["intrinsic"] += n_layers * intrinsic_part
         rules["probe"] += extrinsic_layers * probe_part
         rules["extrinsic"] += extrinsic_layers * extrinsic_part
-        if rank_deficiency_grid is not None:
-            copy_ranks, copy_exact = rank_deficiency_grid
-            grid = pair_widths(list(copy_ranks), copy_ranks)
-            factorised = len(copy_ranks) * costs["factorise"].seconds(n, width)
-            fits = sum(costs[solver_stage("d_aff", n, w)].seconds(n, w) for pair, w in grid.items()
-                       if pair not in copy_exact)
-            starts = sum(costs["d_aff_exact"].seconds(n, w) for pair, w in grid.items() if pair in copy_exact)
-            rules["rank_deficiency"] += factorised + fits + starts
-            stages["factorise"] += factorised
-            stages["d_aff"] += fits
-            stages["d_aff_exact"] += starts
-        elif rank_deficiency_copies > 1:
-            copies = rank_deficiency_copies
-            seconds = (copies * costs["factorise"].seconds(n, width)
-                       + copies * (copies - 1) * costs[solver_stage("d_aff", n, width)].seconds(n, width))
-            rules["rank_deficiency"] += seconds
-            stages["d_aff"] += seconds
+        grid = rank_deficiency_seconds(costs, n, width, rank_deficiency_copies, rank_deficiency_grid)
+        if grid:
+            rules["rank_deficiency"] += sum(grid.values())
+        for stage, seconds in grid.items():
+            stages[stage] += seconds
     return Projection(rules, stages)

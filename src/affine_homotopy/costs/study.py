@@ -1,36 +1,36 @@
-"""Resource estimates per job, from the config alone (no data needs to exist yet).
+"""A study's cost from its config: the sizes and widths it works at, its projected CPU time per rule
+and stage, and per rule its jobs (Snakemake's own plan of the workflow) with their CPU time.
 
-Snakemake rules call these through small input-function-style lambdas, so that a cluster gets
-sensible ``mem_mb``/``runtime``/``disk_mb`` requests, and every estimate grows linearly with the
-retry ``attempt``. Sizes that the config does not fix are taken from what is known about the
-source: GLUE split sizes for ``glue`` tasks, the line count of a ``glue_dir`` file, a model's
-``config.json`` for local models, and BERT-base's width (768) and depth (12) for hub models that are
-not downloaded yet. Memory and disk are deliberately generous upper estimates; the run times of the
-intrinsic, extrinsic, probe and rank-deficiency jobs come from the measured cost model
-(:mod:`affine_homotopy.jobs.cost`, one job's projection times :data:`RUNTIME_SAFETY`), the embedding
-jobs' from a throughput estimate (the cost model does not project the forward pass).
+Sizes that the config does not fix are taken from what is known about the source: GLUE split sizes
+for ``glue`` tasks, the line count of a ``glue_dir`` file, a model's ``config.json`` for local
+models, and BERT-base's width (768) for hub models that are not downloaded yet.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..study.model_lookup import base_encoder, local_model_dir
-from .cost import Projection, job_costs, project
+from ..errors import DataError
 from ..study.layers import layer_positions
+from ..study.model_lookup import base_encoder, local_model_dir
 from ..study.tasks import glue_dir_files
+from .model import Projection, job_costs, project
+from .resources import MB, PROJECTED_RULES, embed_resources, pairwise_resources
 
 GLUE_SIZES = {  # (train, dev) examples of nyu-mll/glue; MNLI dev = validation_matched
     "sst2": (67_349, 872), "mrpc": (3_668, 408), "rte": (2_490, 277),
     "cola": (8_551, 1_043), "mnli": (392_702, 9_815), "qqp": (363_846, 40_430),
 }
 DEFAULT_WIDTH = 768
-DEFAULT_PARAMETERS = 125_000_000  # roughly BERT/RoBERTa-base
-MB = 2**20
 
 
 # A Hugging Face dataset split's size before it is staged (then STAGED.json has it)
@@ -87,7 +87,7 @@ def encoder_width(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> int:
 
 
 def encoder_widths(encoders: Mapping[str, Mapping[str, Any]], known: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Encoder -> its stored width: ``known`` (encoder -> width, e.g. :func:`affine_homotopy.jobs.cost_check.run_widths`
+    """Encoder -> its stored width: ``known`` (encoder -> width, e.g. :func:`affine_homotopy.costs.check.run_widths`
     of a finished run's embeddings) for its base encoder where it has it, else :func:`encoder_width` (the
     model's config as this machine has it)."""
     known = known or {}
@@ -134,9 +134,9 @@ def affine_pairs(encoders: Mapping[str, Mapping[str, Any]]) -> frozenset[tuple[s
 
     A ``random_affine`` pair is exact for the solver only while the rank rule keeps every direction of
     its source (:mod:`affine_homotopy.core.linalg`): the rule's threshold grows with N, and where it
-    drops a real encoder's smallest directions (2 of 6 such pairs of 768-wide MiniLM layers at N =
-    8,000, none at 384 wide up to N = 8,000: docs/performance.md), the image keeps their share, the
-    residuals stay above the float floor and the pair costs as any pair. A truncated copy lies in the span its base keeps, so its pairs stay exact."""
+    drops a real encoder's smallest directions, the image keeps their share, the residuals stay above
+    the float floor and the pair costs as any pair. A truncated copy lies in the span its base keeps,
+    so its pairs stay exact."""
     image_of: dict[str, set[str]] = {name: set() for name in encoders}
     truncations: dict[str, list[tuple[float, str]]] = {}
     for name, spec in encoders.items():
@@ -162,59 +162,10 @@ def affine_pairs(encoders: Mapping[str, Mapping[str, Any]]) -> frozenset[tuple[s
     return frozenset(pairs)
 
 
-def _scaled(value: float, attempt: int) -> int:
-    return int(math.ceil(value * max(1, attempt)))
-
-
-# The cost model was measured single-threaded on a shared 2-core machine, within a factor of about 2
-# of the measured times (docs/performance.md); a request three times the projection (plus 10 minutes
-# of start-up) leaves room for slower cores and for the fits' error, and grows with each retry.
-RUNTIME_SAFETY = 3.0
-PROJECTED_RULES = ("intrinsic", "extrinsic", "probe", "rank_deficiency")
-
-
-def projected_runtime(config: Mapping[str, Any], rule: str, widths: Mapping[str, int], n_train: int,
-                      n_layers: int = 1, rank_deficiency_copies: int = 0, threads: int = 1,
-                      attempt: int = 1) -> int:
-    """Minutes to request for one job of ``rule`` (one of :data:`PROJECTED_RULES`): the cost model's
-    CPU time for that job (``widths``: the encoders it handles; ``n_layers``: layers in the job),
-    spread over ``threads``, times :data:`RUNTIME_SAFETY`. The job's layers count for every rule (a
-    probe job fits the extrinsic layers, an intrinsic or extrinsic job one layer). Every pair is
-    costed at full rank and as not exact (no :func:`effective_widths`, no :func:`affine_pairs`): a
-    request errs on the long side."""
-    if rule not in PROJECTED_RULES:
-        raise ValueError(f"the cost model projects {PROJECTED_RULES}, not {rule!r}")
-    seconds = project(config, widths, {"job": n_train}, n_layers, rank_deficiency_copies,
-                      extrinsic_layers=n_layers).rules[rule]
-    return _scaled(10 + RUNTIME_SAFETY * seconds / max(1, threads) / 60, attempt)
-
-
-def embed_resources(n: int, width: int, n_layers: int, attempt: int = 1) -> dict[str, int]:
-    """Memory, run time and disk of a job that embeds ``n`` examples (an embed job: both splits of a task)
-    at ``width`` and ``n_layers`` layers."""
-    array_mb = n * width * n_layers * 4 / MB
-    return {
-        "mem_mb": _scaled(3000 + 4 * DEFAULT_PARAMETERS / MB + 2 * array_mb, attempt),
-        # CPU throughput of a base model at 128 tokens is ~20 examples/s/core; GPUs are far faster.
-        "runtime": _scaled(10 + n / 20 / 60, attempt),
-        "disk_mb": _scaled(array_mb + 10, 1),
-    }
-
-
-def pairwise_resources(n: int, widths: list[int], block_mb: int, itemsize: int = 8, attempt: int = 1) -> dict[str, int]:
-    """Memory and disk of an all-pairs job (intrinsic, extrinsic, rank deficiency): every encoder's
-    factors (N x D, twice) stay in memory. Run time: :func:`projected_runtime`."""
-    k = len(widths)
-    factors_mb = sum(3 * n * d * itemsize for d in widths) / MB
-    inputs_mb = sum(n * d * 4 for d in widths) / MB
-    return {
-        "mem_mb": _scaled(2000 + factors_mb + inputs_mb + 2 * block_mb, attempt),
-        "disk_mb": _scaled(k * k * n * 8 / MB + 20 * k * k * 20 / MB + 10, 1),
-    }
 
 
 def study_projection(config: Mapping[str, Any], widths: Mapping[str, int] | None = None) -> Projection:
-    """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.jobs.cost.project`):
+    """Projected single-thread CPU time per rule of a validated config (:func:`affine_homotopy.costs.model.project`):
     the intrinsic rule at every configured layer, the probe and extrinsic rules at ``extrinsic.layers``;
     each pair at its encoders' :func:`effective_widths`, the pairs of :func:`affine_pairs` as exact,
     and Figure 3's grid as the SVD-truncated copies it computes (:func:`rank_deficiency_grid`). The
@@ -248,40 +199,42 @@ def rank_deficiency_grid(config: Mapping[str, Any], widths: Mapping[str, int]
     return {name: ranks[name] for name in copies}, exact
 
 
-def planned_jobs(config: Mapping[str, Any]) -> dict[str, int]:
-    """Jobs per rule of a whole run of a validated config, as the workflow plans them (rules without
-    jobs left out). Not the staging downloads, which run only for what ``resources/`` lacks."""
-    from ..study.families import family_members, training_dynamics_members
-    from ..study.validation import extrinsic_layers, extrinsic_parts
-
-    sources = [spec["source"] for spec in config["encoders"].values()]
-    parts = extrinsic_parts(config)  # None: one extrinsic job per task and layer; else parts and a merge
-    models = sum(source not in ("derived", "embeddings") for source in sources)
-    tasks, encoders = len(config["tasks"]), len(sources)
-    layers, outer = len(layer_positions(config["layers"])), len(extrinsic_layers(config))
-    dynamics = bool(training_dynamics_members(family_members(config.get("encoder_families"))))
-    jobs = {
-        "staging_complete": 1, "prepare_task": tasks, "embed": models * tasks,
-        "import_embeddings": sources.count("embeddings") * tasks, "derive": sources.count("derived") * tasks,
-        "intrinsic": tasks * layers, "probe": encoders * tasks, "probe_table": tasks * outer, "extrinsic": tasks * outer,
-        "extrinsic_part": 0 if parts is None else tasks * outer * len(parts),
-        "extrinsic_summary": 1, "correlate": 1, "paper_comparison": 1, "rank_analysis": 1, "preorder": 1,
-        "rank_deficiency": tasks, "figure_asymmetry_grid": 1, "figure_extrinsic_vs_intrinsic": 1,
-        "figure_layer_trend": 1, "figure_rank_deficiency": 1, "figure_training_dynamics": int(dynamics),
-        "provenance": 1,
-    }
-    return {rule: count for rule, count in jobs.items() if count}
-
-
 # the rules whose work job_projection sizes from the config; every other rule's work is a per-job constant
 SIZED_RULES = (*PROJECTED_RULES, "embed", "correlate")
+
+
+def planned_jobs(config: Mapping[str, Any], snakefile: str | os.PathLike[str] = "workflow/Snakefile"
+                 ) -> dict[str, int]:
+    """Jobs per rule of a whole run of ``config``, as the workflow plans them: the job-stats table of
+    ``snakemake -n --forceall`` on that config (run in the current folder, as the study is). Not the
+    staging downloads, which run only for what ``resources/`` lacks, nor the ``all`` target."""
+    import yaml
+
+    with tempfile.TemporaryDirectory() as folder:
+        configfile = Path(folder) / "config.yaml"
+        configfile.write_text(yaml.safe_dump(dict(config), sort_keys=False), encoding="utf-8")
+        done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--quiet", "rules", "--nolock",
+                               "--snakefile", str(snakefile), "--configfile", str(configfile)],
+                              capture_output=True, text=True, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    if done.returncode != 0 or "Job stats:" not in done.stdout:
+        raise DataError(f"snakemake could not plan the workflow {snakefile} for this config:\n"
+                        f"{(done.stdout + done.stderr)[-2000:]}")
+    return job_stats(done.stdout)
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """Rule -> jobs of the first job-stats table in Snakemake's output, less ``all``, ``total`` and the
+    ``download_*`` rules."""
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    return {rule: n for rule, n in counts.items() if rule not in ("all", "total") and not rule.startswith("download_")}
 
 
 def correlation_work(config: Mapping[str, Any]) -> float:
     """The correlate job's work: Table 1's correlations, one per task, extrinsic layer, intrinsic
     measure (``analysis.intrinsic_measures``) and extrinsic measure (``extrinsic.measures``), each over
     the encoders of ``analysis.encoder_group`` (all when null) with the configured permutations and
-    resamples (:meth:`affine_homotopy.jobs.cost.JobCosts.correlation_cell_seconds`), and the first
+    resamples (:meth:`affine_homotopy.costs.model.JobCosts.correlation_cell_seconds`), and the first
     correlation's one-off cost (``JobCosts.correlation_first_call``)."""
     from ..core.measures import extrinsic_selection
     from ..study.validation import extrinsic_layers
@@ -297,53 +250,52 @@ def correlation_work(config: Mapping[str, Any]) -> float:
         k, analysis["n_permutations"], analysis["n_bootstrap"])
 
 
-def job_projection(config: Mapping[str, Any], tokens: Mapping[str, float] | None = None,
-                   widths: Mapping[str, int] | None = None) -> dict[str, tuple[int, float]]:
-    """Per rule of a validated config: (jobs, projected single-thread CPU seconds of all of them).
+def embed_work(config: Mapping[str, Any], widths: Mapping[str, int], tokens: Mapping[str, float] | None) -> float:
+    """The embed jobs' work: one per (model encoder, task), one model load and both splits' examples."""
+    costs = job_costs()
+    return sum(costs.embed_seconds(task_size(spec, "train") + task_size(spec, "dev"), widths[name],
+                                   (tokens or {}).get(task))
+               for name, encoder in config["encoders"].items() if encoder["source"] not in ("derived", "embeddings")
+               for task, spec in config["tasks"].items())
 
-    A job costs its rule's start-up (:class:`affine_homotopy.jobs.cost.JobCosts`) plus its work: the
+
+def job_projection(config: Mapping[str, Any], jobs: Mapping[str, int], tokens: Mapping[str, float] | None = None,
+                   widths: Mapping[str, int] | None = None) -> dict[str, tuple[int, float]]:
+    """Per rule of a validated config whose workflow plans ``jobs`` (rule -> jobs, :func:`planned_jobs`):
+    (jobs, projected single-thread CPU seconds of all of them).
+
+    A job costs its rule's start-up (:class:`affine_homotopy.costs.model.JobCosts`) plus its work: the
     pairwise stages of :func:`study_projection` (intrinsic, probe, extrinsic, rank_deficiency), the
-    forward pass of the embed jobs, per token of each task's examples where ``tokens`` (task -> mean
-    tokens per example, :func:`affine_homotopy.jobs.cost_check.prepared_tokens` of a run's prepared
-    data) has the task and else as long as the measured SST-2 sentences, and Table 1's correlations (:func:`correlation_work`); every other
-    rule's work (tables, figures, data preparation, derived copies, provenance) is its per-job
-    constant (``JobCosts.work``), measured on a reference run, or nothing where that run had no such
-    job. A rule without a measured start-up is not projected (NaN). ``widths`` (encoder -> width, for
-    a finished run its embeddings' widths: :func:`affine_homotopy.jobs.cost_check.run_widths`) overrides
-    the widths this machine's model files give (:func:`encoder_widths`)."""
+    forward pass of the embed jobs (:func:`embed_work`; per token of each task's examples where
+    ``tokens``, task -> mean tokens per example of a run's prepared data, has the task), and Table 1's
+    correlations (:func:`correlation_work`); every other rule's work is its per-job constant
+    (``JobCosts.work``), measured on a reference run, or nothing where that run had no such job. A rule
+    without a measured start-up is not projected (NaN). ``widths`` (encoder -> width, for a finished
+    run its embeddings' widths) overrides the widths this machine's model files give (:func:`encoder_widths`)."""
     costs = job_costs()
     projection = study_projection(config, widths)
-    encoders = config["encoders"]
-    stored = encoder_widths(encoders, widths)
-    out = {}
-    jobs = planned_jobs(config)
     split = "extrinsic_part" in jobs  # extrinsic.sources_per_job: the parts do the work
+    out = {}
     for rule, count in jobs.items():
         # a part runs the extrinsic script and starts as an extrinsic job does; the merge that then
         # holds the rule's name only reads and writes tables (its start-up priced as the same script's)
         startup_rule = "extrinsic" if rule == "extrinsic_part" else rule
         if startup_rule not in costs.startup:
             out[rule] = (count, math.nan)
-            continue
-        if rule == "extrinsic_part":
+        elif rule == "extrinsic_part":
             out[rule] = (count, count * costs.startup[startup_rule] + projection.rules.get("extrinsic", 0.0))
-            continue
-        if rule == "extrinsic" and split:
+        elif rule == "extrinsic" and split:
             out[rule] = (count, count * costs.startup[rule])
-            continue
-        if rule == "embed":
-            # one job per (model encoder, task): one model load, both splits' examples
-            work = sum(costs.embed_seconds(task_size(spec, "train") + task_size(spec, "dev"),
-                                           stored[name], (tokens or {}).get(task))
-                       for name, encoder in encoders.items() if encoder["source"] not in ("derived", "embeddings")
-                       for task, spec in config["tasks"].items())
-        elif rule == "correlate":
-            work = correlation_work(config)
-        elif rule in SIZED_RULES:
-            work = projection.rules.get(rule, 0.0)
         else:
-            work = count * costs.work.get(rule, 0.0)
-        out[rule] = (count, count * costs.startup[rule] + work)
+            if rule == "embed":
+                work = embed_work(config, encoder_widths(config["encoders"], widths), tokens)
+            elif rule == "correlate":
+                work = correlation_work(config)
+            elif rule in SIZED_RULES:
+                work = projection.rules.get(rule, 0.0)
+            else:
+                work = count * costs.work.get(rule, 0.0)
+            out[rule] = (count, count * costs.startup[rule] + work)
     return out
 
 
@@ -366,24 +318,3 @@ def study_estimate(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"embeddings_disk_mb": disk, "largest_job_mem_mb": largest, "projection": study_projection(config)}
 
 
-# Fixed requests for jobs whose size does not grow with the study; generous, and growing with each
-# retry like the estimates above.
-FIXED_RESOURCES = {
-    "marker": {"mem_mb": 1000, "runtime": 10},  # staging markers, provenance, a probe table
-    "table": {"mem_mb": 2000, "runtime": 30},  # statistics, tables and figures (pandas, matplotlib, permutations)
-    "download": {"mem_mb": 4000, "runtime": 120},  # hub downloads: network-bound
-    "data": {"mem_mb": 4000, "runtime": 20},  # one task split as a table (MNLI: 393k rows)
-}
-
-
-def fixed_resources(kind: str, attempt: int = 1) -> dict[str, int]:
-    return {key: _scaled(value, attempt) for key, value in FIXED_RESOURCES[kind].items()}
-
-
-def probe_resources(n_train: int, n_dev: int, width: int, n_layers: int, probe: Mapping[str, Any], n_random: int,
-                    n_classes: int = 3, attempt: int = 1) -> dict[str, int]:
-    """Memory of one encoder's task and random-label probes for every layer (``probe``: the config's
-    ``probe`` section). Run time: :func:`projected_runtime`."""
-    arrays_mb = (n_train + n_dev) * width * n_layers * 4 / MB
-    heads_mb = 4 * n_train * (n_random + 1) * n_classes * 8 / MB  # logits and gradients of all heads, float64
-    return {"mem_mb": _scaled(2000 + 3 * arrays_mb + heads_mb, attempt)}

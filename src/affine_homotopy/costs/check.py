@@ -1,29 +1,18 @@
-"""The cost model against a finished run: each job's benchmark file and cost record, per rule, beside
-the projection of the run's config (``python -m benchmarks.cost_model check results/<run>``).
+"""The cost model against a finished run: each job's benchmark file and cost record
+(:mod:`affine_homotopy.jobs.cost_record`), per rule, beside the projection of the run's config
+(``python -m affine_homotopy.costs check results/<run>``).
 
-Every workflow job has a Snakemake benchmark file ``results/<run>/benchmarks/<name>.tsv``, named as
-its log ``results/<run>/logs/<name>.log`` is (``job_log`` and ``job_benchmark`` in
-workflow/rules/common.smk). Of its columns, ``s`` is the job's wall time, interpreter start-up
-included, and ``cpu_time`` the user + system CPU seconds of the job's processes as Snakemake samples
-them: every 0.5 s for the first 15 s, then every 30 s, so a job that runs longer than 15 s can lose
-up to 30 s of CPU at its end. Hence the job's own count: when its work ends, the runner writes the
-job's cost record beside the benchmark file (``<name>.json``, :func:`write_job_record`), with its
-rule and wildcards, the fingerprint of the config it ran under (the provenance record's
-:func:`~affine_homotopy.jobs.provenance.config_hash`) and its process CPU seconds counted exactly:
-before its work (interpreter, Snakemake's script preamble, imports), of its work, and in total; and, after
-its work, the machine's speed: :func:`speed_probe_seconds`, a fixed single-thread computation.
-
-The speed probe is what makes a run on one machine comparable with a cost model measured on another
-(or with a job on another node of a cluster): the cost coefficients carry the probe of the machine
-that measured them (``speed_reference``, from ``python -m benchmarks.cost_model calibrate``), and
-:func:`compare` scales each rule's projection by the ratio of its jobs' probe (the median) to that
-reference, the *speed factor*, before the ratio is taken. Machines of the same kind differ by more than
-the check's 25 %: one 2-core machine ran the same demo's d_aff pass at 0.45 and 1.0-1.2 CPU s.
+Of a benchmark file's columns, ``s`` is the job's wall time, interpreter start-up included, and
+``cpu_time`` the CPU seconds of the job's processes as Snakemake samples them; the cost record holds
+the exact count. The cost coefficients carry the speed probe of the machine that measured them
+(``speed_reference``), and :func:`compare` scales each rule's projection by the ratio of its jobs'
+probe (the median) to that reference, the *speed factor*, before the ratio is taken: machines of the
+same kind differ by more than the check's tolerance.
 
 :func:`read_run` reads every benchmark file with its record and refuses a record of another config
 than the run's (``config_sha256`` of ``provenance.json``) and a benchmark file without a record;
 :func:`compare` sets the measured CPU per rule beside the projection
-(:func:`affine_homotopy.jobs.resources.job_projection`).
+(:func:`affine_homotopy.costs.study.job_projection`) and :func:`check` prints the comparison.
 """
 
 from __future__ import annotations
@@ -32,78 +21,17 @@ import csv
 import json
 import math
 import os
-import resource
 import statistics
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
+from ..jobs.cost_record import BENCHMARK_DIR, LOG_DIR
 
-LOG_DIR, BENCHMARK_DIR = "logs", "benchmarks"
 # the share by which a rule's measured CPU may differ from its projection and still count as within it
 TOLERANCE = 0.25
-# the speed probe: float64 rows x columns, its Gram matrix, the Gram's Cholesky factor and rows x Gram
-SPEED_PROBE_SHAPE = (3072, 320)
-
-
-def job_record_path(log_path: str | os.PathLike[str]) -> Path | None:
-    """Where a job writes its cost record: its log's path with the last ``logs`` folder replaced by
-    ``benchmarks`` and the suffix ``.json`` (beside the benchmark file ``<name>.tsv``); None for a
-    log outside a ``logs`` folder."""
-    parts = Path(log_path).parts
-    if LOG_DIR not in parts[:-1]:
-        return None
-    at = len(parts) - 1 - parts[::-1].index(LOG_DIR)
-    return Path(*parts[:at], BENCHMARK_DIR, *parts[at + 1:]).with_suffix(".json")
-
-
-def process_cpu_seconds() -> float:
-    """User + system CPU seconds of this process (all its threads) and of its children that ended."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def speed_probe_seconds(repeats: int = 3) -> float:
-    """CPU seconds of a fixed float64 computation on one BLAS thread, the least of ``repeats``: a
-    3072 x 320 matrix (seeded), its Gram matrix, the Gram's Cholesky factor and the matrix times its Gram
-    (about 1.3 GFLOP, the products and factorisations the pairwise stages are made of). A smaller value is
-    a faster machine; the least of a few runs is the machine's speed, not another process's share of it."""
-    import numpy as np
-    from threadpoolctl import threadpool_limits
-
-    data = np.random.default_rng(0).standard_normal(SPEED_PROBE_SHAPE)
-    best = math.inf
-    with threadpool_limits(limits=1):
-        for _ in range(repeats):
-            started = time.process_time()
-            gram = data.T @ data
-            np.linalg.cholesky(gram)
-            data @ gram
-            best = min(best, time.process_time() - started)
-    return best
-
-
-def write_job_record(log_path: str | os.PathLike[str], rule: str, wildcards: Mapping[str, Any],
-                     config: Mapping[str, Any], startup_cpu: float, work_cpu: float, work_wall: float,
-                     threads: int) -> Path | None:
-    """Write the job's cost record (see the module docstring); called by the runner when the work ends."""
-    from .io import write_json
-    from .provenance import config_hash
-
-    path = job_record_path(log_path)
-    if path is None:
-        return None
-    cpu_seconds = process_cpu_seconds()  # the job's own count, before the speed probe adds to it
-    write_json(path, {"rule": rule, "wildcards": dict(wildcards), "config_sha256": config_hash(config),
-                      "cpu_seconds": round(cpu_seconds, 3), "startup_cpu_seconds": round(startup_cpu, 3),
-                      "work_cpu_seconds": round(work_cpu, 3), "work_wall_seconds": round(work_wall, 3),
-                      "threads": int(threads), "load_1min": round(os.getloadavg()[0], 2),
-                      "speed_probe_cpu_seconds": round(speed_probe_seconds(), 5),
-                      "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
-    return path
 
 
 @dataclass(frozen=True)
@@ -222,13 +150,13 @@ class RuleComparison:
 
 
 def prepared_tokens(run: str | os.PathLike[str], config: Mapping[str, Any]) -> dict[str, float]:
-    """Task -> mean tokens per example (:func:`affine_homotopy.jobs.cost.approximate_tokens` at the
+    """Task -> mean tokens per example (:func:`affine_homotopy.costs.model.approximate_tokens` at the
     config's ``embedding.max_length``) over both splits of a finished run's prepared data
     (``RUN/data/<task>/{train,dev}.parquet``, what its embed jobs embedded); a task without both files is
     left out (its embed jobs are then priced at the measured sentences' length)."""
     import pandas as pd
 
-    from .cost import approximate_tokens
+    from .model import approximate_tokens
 
     out = {}
     for task in config["tasks"]:
@@ -327,3 +255,70 @@ def comparison_table(rows: Sequence[RuleComparison]) -> str:
                      f"{r.startup_measured:11.1f} {r.sampled_measured:10.1f} {r.wall_measured:8.1f} "
                      f"{r.speed_factor:6.2f} {unscaled} {r.threads:7d}")
     return "\n".join(lines)
+
+
+def speed_line(measured: RunMeasurements, reference: float | None) -> str:
+    """How the check scales the projection to the jobs' machine, as one line."""
+    import numpy as np
+
+    probes = sorted(job.speed_probe_seconds for job in measured.jobs if math.isfinite(job.speed_probe_seconds))
+    if reference and probes:
+        return (f"machine speed: the jobs' speed probe {probes[0]:.4f}-{probes[-1]:.4f} CPU s (median "
+                f"{np.median(probes):.4f}), the cost model's machine {reference:.4f} s: each rule's projection is "
+                "scaled by its jobs' median probe over that (speed)")
+    return "machine speed: " + ("the jobs recorded no speed probe" if reference else
+                                "the coefficients have no speed_reference (python -m affine_homotopy.costs measure "
+                                "calibrate, then fit)") + ", so the projection is not scaled (speed 1)"
+
+
+def run_lines(run: Path, measured: RunMeasurements, tokens: Mapping[str, float], widths: Mapping[str, int]) -> list[str]:
+    """What the check read from a run besides its jobs: the loads, the embedded tokens and the widths."""
+    from .model import job_costs
+
+    loads = [job.load_1min for job in measured.jobs]
+    lines = [f"run {run} (config {measured.config['run_name']!r}, fingerprint {measured.fingerprint[:12]}): "
+             f"{len(measured.jobs)} jobs with benchmark files; load average at their ends {min(loads):.2f}-"
+             f"{max(loads):.2f}; now {os.getloadavg()[0]:.2f}"]
+    if tokens:
+        lines.append("embed: priced per token of each task's prepared examples (mean tokens per example: "
+                     + ", ".join(f"{task} {count:.1f}" for task, count in tokens.items())
+                     + f"; the measured SST-2 sentences: {job_costs().embed_tokens:.1f})")
+    if widths:
+        lines.append("widths: the run's stored embeddings' (" + ", ".join(f"{name} {d}" for name, d in widths.items())
+                     + "), not this machine's model files")
+    return lines
+
+
+def check(run: Path, cores: int, snakefile: str | os.PathLike[str] = "workflow/Snakefile") -> list[RuleComparison]:
+    """Print the projection of a finished run's config beside what its jobs measured, per rule; the rows.
+    Raises :class:`~affine_homotopy.errors.DataError` for a run without a benchmark file."""
+    from .model import speed_reference
+    from .study import job_projection, planned_jobs
+
+    measured = read_run(run)
+    planned = planned_jobs(measured.config, snakefile)
+    missing = missing_benchmarks(planned, measured)
+    if not measured.jobs:
+        raise DataError(f"{run} has no benchmark files (RUN/benchmarks/<rule>/...tsv), so nothing was measured; the "
+                        f"rules without them: {', '.join(missing)}. Fix: run the study with this workflow, whose rules "
+                        "write them (snakemake --forceall, or a fresh results folder)")
+    reference = speed_reference()
+    tokens, widths = prepared_tokens(run, measured.config), run_widths(run, measured.config)
+    rows = compare(job_projection(measured.config, planned, tokens, widths), measured.jobs, reference)
+    lines = [*run_lines(run, measured, tokens, widths), speed_line(measured, reference),
+             "projected: single-thread CPU s of start-up and work on the cost model's machine; measured: the jobs' "
+             "own CPU count (cost records beside the benchmark files); sampled: Snakemake's cpu_time column; "
+             "ratio = measured / (projected x speed); unscaled = measured / projected", comparison_table(rows)]
+    threaded = [f"{row.rule} ({row.threads})" for row in rows[:-1] if row.threads > 1]
+    if threaded:
+        lines.append(f"rules with jobs on more than one thread (the most per job): {', '.join(threaded)}: their CPU "
+                     "counts every thread's, overhead included, against a single-thread projection, so their ratios "
+                     "are not like for like; for a check of the model, run with threads: 1 (embedding.threads, "
+                     "intrinsic.threads)")
+    if missing:
+        lines.append(f"rules without benchmark files: {', '.join(missing)}")
+    work = rows[-1].measured - rows[-1].startup_measured
+    lines.append(f"the jobs' work alone (their CPU less their start-up): {work:.1f} CPU s, so on {cores} cores the run "
+                 f"takes at least {work / cores:.1f} s of wall time however little its jobs' start-up costs")
+    print("\n".join(lines), flush=True)
+    return rows
