@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-# torch and numpy share processes: a busy-waiting OpenMP pool slows small machines tenfold.
+# torch and numpy share processes: a busy-waiting OpenMP pool slows small machines many times over.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # This workflow's own folders, also when another workflow uses it as a module (workflow.basedir is

@@ -42,7 +42,7 @@ def measure_parser(sub: argparse._SubParsersAction) -> None:
 
     m = sub.add_parser("measure", help="time the stages (stages), a job's other costs (jobs), a reference run's "
                                        "work per job (work RUN) or this machine's speed (calibrate)")
-    m.add_argument("what", choices=["stages", "jobs", "work", "calibrate"])
+    m.add_argument("what", nargs="?", default="stages", choices=["stages", "jobs", "work", "calibrate"])
     m.add_argument("run", type=Path, nargs="?", help="measure work: a finished run's results folder")
     add_glue_dir(m)
     m.add_argument("--repeats", type=int, default=3, help="jobs, calibrate: repeats per measurement")
