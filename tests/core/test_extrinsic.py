@@ -3,7 +3,6 @@ ordered (d_worst >= d_psi), within Lemma 5.2's bound, and consistent with affine
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ from affine_homotopy.core.extrinsic import (
     fixed_classifier_distances,
     lemma_bound,
     softmax_lipschitz,
-    tightness_summary,
 )
+from affine_homotopy.jobs.extrinsic_tables import tightness_summary
 from affine_homotopy.core.intrinsic import IntrinsicSettings, affine_map, pairwise_intrinsic
 from affine_homotopy.core.probes import fit_softmax_probe, fit_softmax_probes, random_labels, softmax
 
@@ -403,7 +402,7 @@ def test_projection_onto_the_spectral_ball() -> None:
 
 
 def test_worst_case_summary_on_a_hand_made_case() -> None:
-    from affine_homotopy.core.extrinsic import worst_case_summary
+    from affine_homotopy.jobs.extrinsic_tables import worst_case_summary
 
     d_psi = np.array([[0, 0.1, 0.0], [0.2, 0, 0.3], [0.1, 0.4, 0]])
     d_worst = np.array([[0, 0.1, 0.0], [0.3, 0, 0.3], [0.2, 0.4, 0]])
@@ -418,23 +417,6 @@ def test_worst_case_summary_on_a_hand_made_case() -> None:
     assert row["d_worst_search_over_d_worst_median"] == pytest.approx(np.median([2, 1, 2, 1, 1]))
     assert row["d_worst_search_improved_pairs"] == 2
     assert row["bound_worst_violations"] == 1 and row["ordering_violations"] == 0
-
-
-def test_speed_ups_give_the_same_values(worst) -> None:
-    """The shared full-set product and the soft-label fit's active set change how the sums are
-    computed, not what is estimated: the certified values agree within their tolerance (both
-    intervals close to tol around the same optimum), the searched value within 1 %."""
-    reps, probes, randoms, intrinsic, result = worst
-    settings = ExtrinsicSettings(search_steps=3, search_candidates=4)
-    assert settings.full_set_product and settings.soft_label_active_set
-    plain = extrinsic_distances(reps, probes, None, intrinsic.weights, randoms,
-                                replace(settings, full_set_product=False, soft_label_active_set=False),
-                                intrinsic.matrices["d_aff"])
-    for measure in ("d_psi", "d_worst"):
-        np.testing.assert_allclose(getattr(result.values, measure), getattr(plain.values, measure),
-                                   rtol=2 * settings.tol, atol=settings.atol)
-    np.testing.assert_allclose(result.values.d_worst_search, plain.values.d_worst_search, rtol=1e-2,
-                               atol=settings.atol)
 
 
 def test_soft_label_fit_stops_each_head_at_its_own_tolerance() -> None:

@@ -136,17 +136,18 @@ def test_a_dominated_stop_decides_as_the_full_solve(name) -> None:
     target = BinaryTarget(q, 1 - q)
     logit = np.log(np.clip(q, 1e-12, None)) - np.log(np.clip(1 - q, 1e-12, None))
     start = np.linalg.lstsq(design, logit, rcond=None)[0]  # the least-squares logit map
-    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False)
+    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False).interval
     ref_lo, ref_hi = reference_distance(X, q)
     for factor in (0.5, 0.999, 1.002, 1.05, 1.2, 2.0):
         threshold = factor * ref_lo
-        stopped = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False, dominated_below=threshold)
+        stopped = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False,
+                          dominated_below=threshold).interval
         assert (stopped.upper > threshold) == (full.upper > threshold), (threshold, stopped, full)
         assert stopped.upper >= ref_lo * (1 - 1e-7)  # still an upper bound of the optimum
         if stopped.stop == "dominated":
-            assert stopped.upper <= threshold and stopped.lps <= full.lps
+            assert stopped.upper <= threshold and stopped.iterations <= full.iterations
         else:  # not dominated: the same LPs, the same interval
-            assert (stopped.lower, stopped.upper, stopped.lps) == (full.lower, full.upper, full.lps)
+            assert (stopped.lower, stopped.upper, stopped.iterations) == (full.lower, full.upper, full.iterations)
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -162,12 +163,12 @@ def test_deciding_at_the_threshold_agrees_with_the_full_solve(name) -> None:
     target = BinaryTarget(q, 1 - q)
     logit = np.log(np.clip(q, 1e-12, None)) - np.log(np.clip(1 - q, 1e-12, None))
     start = np.linalg.lstsq(design, logit, rcond=None)[0]
-    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False)
+    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False).interval
     ref_lo, ref_hi = reference_distance(X, q)
     for factor in (0.5, 0.9, 0.999, 1.002, 1.1, 2.0):
         threshold = factor * ref_lo
         decided = certify(ChebyshevLP(design, scaled=False), target, [start], 1e-3, 1e-6, smooth=False,
-                          dominated_below=threshold, decide=True)
+                          dominated_below=threshold, decide=True).interval
         assert decided.upper >= ref_lo * (1 - 1e-7) - 1e-12, (threshold, decided)
         if decided.stop == "dominated":
             assert decided.upper <= threshold
@@ -535,7 +536,7 @@ def test_an_unselected_measure_is_not_computed_and_changes_nothing_else(selectio
     declares for that selection (measures.extrinsic_outputs)."""
     import pandas as pd
 
-    from affine_homotopy.core.extrinsic.summary import diagnostics_frame, summary_row
+    from affine_homotopy.jobs.extrinsic_tables import diagnostics_frame, summary_row
     from affine_homotopy.core.measures import extrinsic_outputs
 
     runs, d_aff = selection_runs

@@ -8,8 +8,8 @@ import logging
 
 import numpy as np
 
-from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, tightness_summary
-from affine_homotopy.core.extrinsic.summary import diagnostics_frame
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
+from affine_homotopy.jobs.extrinsic_tables import diagnostics_frame, tightness_summary
 from affine_homotopy.jobs.io import read_embeddings, read_matrix, write_csv, write_matrix
 from affine_homotopy.core.linalg import check_finite_representations
 from affine_homotopy.jobs.devices import select_device

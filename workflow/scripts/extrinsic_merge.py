@@ -4,8 +4,7 @@ parts' d_psi_diagnostics.csv rows in the encoders' order; the Lemma 5.2 tightnes
 
 import logging
 
-from affine_homotopy.core.extrinsic import tightness_summary
-from affine_homotopy.core.extrinsic.summary import pair_matrix
+from affine_homotopy.jobs.extrinsic_tables import pair_matrix, tightness_summary
 from affine_homotopy.jobs.extrinsic_parts import merge_diagnostics, merge_matrices
 from affine_homotopy.jobs.io import read_matrix, write_csv, write_matrix
 from affine_homotopy.jobs.runner import run

@@ -1,11 +1,11 @@
 """Run summary of the extrinsic stage: one row per (task, layer) of the extrinsic layers
-(affine_homotopy.core.extrinsic.summary). It reads the matrices the selection wrote (``params.matrices``:
+(affine_homotopy.jobs.extrinsic_tables). It reads the matrices the selection wrote (``params.matrices``:
 d_psi and bound always, d_worst and bound_worst with d_worst, d_worst_search with the search); the
 columns of an unselected measure are absent."""
 
 import pandas as pd
 
-from affine_homotopy.core.extrinsic.summary import summary_row
+from affine_homotopy.jobs.extrinsic_tables import summary_row
 from affine_homotopy.jobs.io import read_matrix, write_csv
 from affine_homotopy.jobs.runner import run
 

@@ -1,33 +1,33 @@
-"""Extrinsic (task-level) distances through linear softmax classifiers, for explicit ordered pairs:
-``d_psi`` (the task probe, Eq. 20), ``d_worst`` (its random-label probes too, Eq. 23 as the paper
-approximates it) and ``d_worst_search`` (a searched worst case), each an interval certified on two-class
-tasks (:mod:`.binary`), with Lemma 5.2's bound (:mod:`.bounds`).
+"""Extrinsic (task-level) distances through linear softmax classifiers, for explicit ordered pairs
+(conventions and proofs: docs/method.md, "Extrinsic measures"). :func:`extrinsic_distances` reads top-down:
 
-Orientation: entry ``(i, j)`` of every matrix is encoder ``i`` (row) mapped onto encoder ``j`` (column).
-Conventions: docs/method.md.
+1. :func:`.prepare.prepare`: every encoder on the device, its task probe, random-label classifiers,
+   factorisation and search radius; per source, :func:`.prepare.source_context`: its whitened basis,
+   each pair's start maps (the ``d_aff`` map rebuilt) and its :class:`.fixed.FixedClassifierSolver`.
+2. :func:`.phases.d_psi`: the task probe (Eq. 20); :func:`.phases.d_worst`: the largest distance over
+   the task and random-label probes (Eq. 23 as the paper approximates it); :func:`.phases.d_worst_search`:
+   aimed classifiers and projected gradient ascent from d_worst's classifier (:mod:`.search`).
+3. Each asks the solver for fixed-classifier values: certified intervals on two-class tasks (the LPs
+   of :mod:`.binary`), the local search of :mod:`.local` otherwise (upper bounds, ``lower`` NaN).
+4. :mod:`.bounds`: Lemma 5.2 for every classifier evaluated; :class:`.result.ExtrinsicResult` holds
+   the (K, K) matrices (row ``i`` mapped onto column ``j``), the per-pair diagnostics and the bounds.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Each name is imported from its module on first use (``__getattr__``), not here: a job that needs only
-# the summary tables (extrinsic_summary) then does not import torch and scipy with the engine.
+# Each name is imported from its module on first use (``__getattr__``), not here: the jobs that need
+# only Lemma 5.2's helpers or the tables then do not import torch and scipy with the engine.
 _EXPORTS = {
-    **dict.fromkeys(("BOUND_ATOL", "BOUND_RTOL", "check_bounds", "lemma_bound", "softmax_lipschitz",
-                     "tightness_summary", "worst_case_summary"), "bounds"),
-    "CertifiedDistance": "binary",
+    **dict.fromkeys(("BOUND_ATOL", "BOUND_RTOL", "check_bounds", "lemma_bound", "softmax_lipschitz"), "bounds"),
     "extrinsic_distances": "engine", "fixed_classifier_distances": "engine",
     **dict.fromkeys(("ExtrinsicResult", "LemmaBounds", "MeasureMatrices", "WorstCaseDetails"), "result"),
     "SearchedClassifier": "search",
     "ExtrinsicSettings": "settings",
 }
 
-__all__ = [
-    "BOUND_ATOL", "BOUND_RTOL", "CertifiedDistance", "ExtrinsicResult", "ExtrinsicSettings", "LemmaBounds",
-    "MeasureMatrices", "SearchedClassifier", "WorstCaseDetails", "check_bounds", "extrinsic_distances",
-    "fixed_classifier_distances", "lemma_bound", "softmax_lipschitz", "tightness_summary", "worst_case_summary",
-]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

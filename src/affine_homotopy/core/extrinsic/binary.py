@@ -34,7 +34,7 @@ Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
       ``root(g) = t*`` exactly (Newton on ``s(t) = max over dual vertices of g_y(t)``): 2-5 LPs.
       Where the root is the end of ``g``'s domain (a used half-space disappears there), at least the
       middle of ``[lower, upper]``: just above that end, the next root could stop at the next row's
-      ``q_n``, one row an LP (a 768-wide random-label classifier crept so: docs/performance.md).
+      ``q_n``, one row an LP.
     * **Working set**: after each LP all rows are checked at the LP's level; half-spaces violated by
       more than ``s`` join (those the best map gets most wrong first). Nothing about validity
       depends on ``W`` being complete. The initial set is both sides of the worst rows of the best
@@ -43,8 +43,8 @@ Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
     Stop when ``upper - lower <= tol * upper`` or ``upper <= atol`` (float rounding of an exact fit).
 
 Validity: the certificate is for the rank-ruled family of maps (as ``d_aff``'s) and trusts HiGHS's
-duals up to ``cert_residual = max |A_W^T y| / ||y||_1`` (recorded, about 1e-14 to 1e-11), which is
-not propagated into the bound.
+duals up to ``cert_residual = max |A_W^T y| / ||y||_1`` (recorded), which is not propagated into
+the bound.
 """
 
 from __future__ import annotations
@@ -57,18 +57,12 @@ import numpy as np
 from scipy.special import expit
 
 from ...errors import NumericalError
+from ..interval import Interval
 
 log = logging.getLogger(__name__)
 
 SQRT2 = math.sqrt(2.0)
 S_FLOOR = -50.0  # logit units: keeps an unbounded working set's LP bounded (then detected below)
-
-
-def class_one_probabilities(logit_gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(q, 1 - q)`` for a two-class softmax with logit gap ``z_1 - z_2``, each computed directly
-    (no cancellation in ``1 - q`` when ``q`` is near 1)."""
-    gap = np.asarray(logit_gap, dtype=np.float64)
-    return expit(gap), expit(-gap)
 
 
 class BinaryTarget:
@@ -170,9 +164,8 @@ class ChebyshevLP:
 
     def __init__(self, design: np.ndarray, label: str = "", scaled: bool = True) -> None:
         """``scaled=False``: without HiGHS's scaling of rows and columns (the columns of ``[Z, 1]``
-        are whitened already). The worst-case search's sharp classifiers then need 2-3x fewer
-        simplex iterations on real pairs (docs/performance.md); the task and random-label probes
-        keep the default."""
+        are whitened already). The worst-case search's sharp classifiers then need fewer simplex
+        iterations; the task and random-label probes keep the default."""
         import highspy  # the official HiGHS bindings: warm-started dual simplex (see the module docstring)
 
         self.highspy = highspy
@@ -184,10 +177,8 @@ class ChebyshevLP:
                               ("simplex_strategy", 1), ("threads", 1), ("random_seed", 0),
                               ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
                               ("simplex_dual_edge_weight_strategy", 1),  # devex
-                              # a deterministic cap: past it the interior-point method solves the LP (solve).
-                              # Typical solves take a few hundred pivots, up to 1,800 at D = 384 and 5,500 at
-                              # 768 on real pairs at N = 2,000, where one interior-point solve of the dense LP
-                              # costs about what 3,000 pivots do (docs/performance.md)
+                              # a deterministic cap, well above what a typical solve needs: past it one
+                              # interior-point solve of the dense LP is cheaper than more pivots (solve)
                               ("simplex_iteration_limit", max(5_000, 8 * (columns + 1)))):
             solver.setOptionValue(option, value)
         if not scaled:
@@ -256,9 +247,8 @@ class ChebyshevLP:
         interior-point method with crossover (a degenerate LP can stall the dual simplex: seen on a
         real pair), then a NumericalError naming the problem (this LP is always feasible and bounded
         by ``S_FLOOR``). A simplex that reaches its iteration cap goes to the interior-point method at
-        once: on a 768-wide classifier a stalled warm start stalled again from scratch, 20,000 pivots
-        (about 150 CPU s) each, where the interior-point method took 30 s (docs/performance.md,
-        ``wide_certified_classifier.py``)."""
+        once: a stalled warm start of a wide classifier stalls again from scratch, at many times the
+        interior-point method's cost."""
         status = None
         for attempt in range(3):
             if attempt == 1 and status == self.highspy.HighsModelStatus.kIterationLimit:
@@ -295,8 +285,8 @@ def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: flo
     sigma = expit(A @ w)
     e = sigma - q
     z = e * e / scale
-    # logsumexp and softmax of z from one shifted exponential: scipy.special's, on a vector of a few
-    # thousand entries, spend about half of this objective in array-API dispatch
+    # logsumexp and softmax of z from one shifted exponential: scipy.special's spend much of this
+    # objective in array-API dispatch
     peak = float(z.max())
     shifted = np.exp(z - peak)
     total = float(shifted.sum())
@@ -318,26 +308,27 @@ def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, tempera
 
 
 @dataclass
-class CertifiedDistance:
-    """``d`` of one fixed classifier in ``[lower, upper]``; ``upper`` is attained by the logit-gap map
-    ``u = A @ coef`` (``A = [Z, 1]``)."""
+class Certificate:
+    """``d`` of one fixed classifier in ``interval`` (``iterations``: its LPs), its ``upper`` attained by
+    the logit-gap map ``u = A @ coef`` (``A = [Z, 1]``); ``cert_residual``: how far HiGHS's duals are
+    from exact (``max |A_W^T y| / ||y||_1``)."""
 
-    lower: float
-    upper: float
+    interval: Interval
     coef: np.ndarray  # (r + 1,)
-    lps: int
-    stop: str  # "tol" | "floor" | "dominated" | "stalled" | "max_lp"
     cert_residual: float = 0.0
 
-    @property
-    def gap(self) -> float:
-        """Relative gap ``(upper - lower) / upper`` (0 for an exact fit)."""
-        return (self.upper - self.lower) / self.upper if self.upper > 0 else 0.0
+
+def _certificate(lower: float, upper: float, coef: np.ndarray, lps: int, stop: str, residual: float = 0.0
+                 ) -> Certificate:
+    """``stop``: "tol" | "floor" | "dominated" | "stalled" | "max_lp"."""
+    interval = Interval(lower, upper, stop=stop, within_tol=stop in ("tol", "floor"), solver="highs",
+                        iterations=lps)
+    return Certificate(interval, coef, residual)
 
 
 def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
             max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None,
-            smooth: bool = True, dominated_below: float = -math.inf, decide: bool = False) -> CertifiedDistance:
+            smooth: bool = True, dominated_below: float = -math.inf, decide: bool = False) -> Certificate:
     """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
 
     ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
@@ -360,7 +351,7 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     upper_t, best = min(scored)
     coef = starts[best]
     if SQRT2 * upper_t <= dominated_below and upper_t > atol_t:  # before the smooth start: it only lowers upper
-        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
+        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "dominated")
     if smooth and upper_t > atol_t:
         smoothed = smooth_max_start(A, target, coef)
         if target.errors(A @ smoothed).max() < upper_t:
@@ -370,9 +361,9 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     lower_t = 0.0
     residual = 0.0
     if upper_t <= atol_t:
-        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "floor")
+        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "floor")
     if SQRT2 * upper_t <= dominated_below:
-        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
+        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "dominated")
     added_per_lp = added_per_lp or max(32, columns // 2)
     threshold_t = dominated_below / SQRT2 if decide and math.isfinite(dominated_below) else None
     t = upper_t if threshold_t is None else min(upper_t, threshold_t)
@@ -415,7 +406,7 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
         if t_next != t:
             t = t_next
         lp.set_level(target, t)
-    return CertifiedDistance(SQRT2 * lower_t, SQRT2 * upper_t, coef, lp.lps - lps_before, stop, residual)
+    return _certificate(SQRT2 * lower_t, SQRT2 * upper_t, coef, lp.lps - lps_before, stop, residual)
 
 
 def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, dominated_below: float) -> str | None:

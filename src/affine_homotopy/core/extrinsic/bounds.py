@@ -1,4 +1,4 @@
-"""Lemma 5.2 (``d <= c(lam) ||W'||_2 d_aff``) and the run summaries of the extrinsic stage."""
+"""Lemma 5.2 (``d <= c(lam) ||W'||_2 d_aff``): the bound, its check, and :class:`LemmaCheck` for every classifier."""
 
 from __future__ import annotations
 
@@ -32,38 +32,23 @@ def softmax_lipschitz(inverse_temperature: float = 1.0) -> float:
 
 
 
-def lemma_bound(probes: Sequence[SoftmaxProbe], d_aff: np.ndarray, inverse_temperature: float = 1.0) -> np.ndarray:
-    """Lemma 5.2 for every pair: ``c(lam) * ||W_j||_2 * d_aff[i, j]`` (column ``j`` = the probe's)."""
-    norms = np.array([np.linalg.norm(np.asarray(p.weight, dtype=np.float64), 2) for p in probes])
+def lemma_bound(probes: Sequence[SoftmaxProbe | None], d_aff: np.ndarray, inverse_temperature: float = 1.0
+                ) -> np.ndarray:
+    """Lemma 5.2 for every pair: ``c(lam) * ||W_j||_2 * d_aff[i, j]`` (column ``j`` = the probe's; NaN
+    without a probe)."""
+    norms = np.array([np.nan if p is None else np.linalg.norm(np.asarray(p.weight, dtype=np.float64), 2)
+                      for p in probes])
     bound = softmax_lipschitz(inverse_temperature) * np.asarray(d_aff, dtype=np.float64) * norms[None, :]
     np.fill_diagonal(bound, 0.0)
     return bound
 
 
-def tightness_summary(d_psi: np.ndarray, bound: np.ndarray, d_worst: np.ndarray | None = None,
-                      atol: float = BOUND_ATOL, rtol: float = BOUND_RTOL, slack: np.ndarray | float = 0.0
-                      ) -> dict[str, float]:
-    """How much of the extrinsic gap the bound explains: ``d_psi / bound`` over pairs ``i != j``.
-
-    Pairs with ``bound <= atol`` carry no ratio (both sides are 0). ``violations`` counts pairs
-    with ``d_psi > (bound + slack) (1 + rtol) + atol``; it must be 0 (``slack``: the extrinsic job's
-    per-pair ``bound_slack``, the bound's share of the target's discarded tail: :class:`LemmaCheck`).
-    """
-    off = ~np.eye(len(d_psi), dtype=bool)
-    ratio = d_psi[off & (bound > atol)] / bound[off & (bound > atol)]
-    row: dict[str, float] = {
-        "n_pairs": int(off.sum()), "n_ratio": int(ratio.size),
-        "tightness_median": float(np.median(ratio)) if ratio.size else math.nan,
-        "tightness_min": float(ratio.min()) if ratio.size else math.nan,
-        "tightness_max": float(ratio.max()) if ratio.size else math.nan,
-        "violations": int((d_psi[off] > ((bound + slack) * (1 + rtol) + atol)[off]).sum()),
-        "d_psi_median": float(np.median(d_psi[off])) if off.any() else math.nan,
-        "bound_median": float(np.median(bound[off])) if off.any() else math.nan,
-    }
-    if d_worst is not None:
-        row["d_worst_median"] = float(np.median(d_worst[off])) if off.any() else math.nan
-        row["d_worst_below_d_psi"] = int((d_worst[off] < d_psi[off]).sum())
-    return row
+def above_bound(values: np.ndarray, bound: np.ndarray, slack: np.ndarray | float = 0.0, atol: float = BOUND_ATOL,
+                rtol: float = BOUND_RTOL) -> int:
+    """Off-diagonal pairs with ``values > (bound + slack) (1 + rtol) + atol`` (``slack``: the bound's share
+    of the target's discarded tail, :class:`LemmaCheck`); Lemma 5.2 makes it 0."""
+    off = ~np.eye(len(values), dtype=bool)
+    return int((values[off] > ((bound + slack) * (1 + rtol) + atol)[off]).sum())
 
 
 def check_bounds(d_psi: np.ndarray, bound: np.ndarray, bound_violations: np.ndarray | None = None,
@@ -72,7 +57,7 @@ def check_bounds(d_psi: np.ndarray, bound: np.ndarray, bound_violations: np.ndar
     own bound (``bound_violations`` from :func:`extrinsic_distances`, which checks task probes too).
     The composed candidate attains each bound, so a violation is a bug: NumericalError, before any
     output is written."""
-    task = tightness_summary(d_psi, bound, slack=slack)["violations"]
+    task = above_bound(d_psi, bound, slack)
     if task:
         raise NumericalError(f"{task} ordered pairs have d_psi above Lemma 5.2's bound c(lambda) ||W_j||_2 "
                              "d_aff(i -> j) (bound.csv); nothing was written")
@@ -81,40 +66,6 @@ def check_bounds(d_psi: np.ndarray, bound: np.ndarray, bound_violations: np.ndar
                              f"{int(np.count_nonzero(bound_violations))} ordered pairs) have a fixed-classifier "
                              "distance above their own Lemma 5.2 bound c(lambda) ||W'_k||_2 d_aff(i -> j) "
                              "(bound_worst.csv); nothing was written")
-
-
-def worst_case_summary(d_psi: np.ndarray, d_worst: np.ndarray, d_worst_search: np.ndarray, bound_worst: np.ndarray,
-                       task_probe_worst: np.ndarray, atol: float = BOUND_ATOL, rtol: float = BOUND_RTOL,
-                       slack: np.ndarray | float = 0.0) -> dict[str, float]:
-    """How much the random-label probes and the search add, over ordered pairs ``i != j``.
-
-    ``task_probe_worst`` (K, K) bool: the task probe was the worst classifier of ``d_worst``.
-    ``task_probe_worst_share`` counts only pairs with ``d_worst > atol`` (where every classifier
-    gives 0 no classifier is "the worst"); ``..._after_search`` the same share when the searched
-    classifiers join (the task probe stays the worst where the search found nothing larger); the
-    ratios skip pairs whose denominator is ``<= atol``.
-    ``bound_worst_violations`` counts ``d_worst_search > (bound_worst + slack) (1 + rtol) + atol`` (must be 0;
-    the extrinsic job checks each classifier against its own bound), ``ordering_violations`` pairs
-    breaking ``d_psi <= d_worst <= d_worst_search`` (must be 0: the maxima are over nested sets).
-    """
-    off = ~np.eye(len(d_psi), dtype=bool)
-    positive = off & (d_worst > atol)
-    by_psi, by_worst = off & (d_psi > atol), off & (d_worst > atol)
-    return {
-        "task_probe_worst_share": float(task_probe_worst[positive].mean()) if positive.any() else math.nan,
-        "task_probe_worst_share_after_search": (float((task_probe_worst & (d_worst_search <= d_worst))[positive].mean())
-                                                if positive.any() else math.nan),
-        "n_pairs_positive_d_worst": int(positive.sum()),
-        "d_worst_over_d_psi_median": float(np.median(d_worst[by_psi] / d_psi[by_psi])) if by_psi.any() else math.nan,
-        "d_worst_search_over_d_worst_median": (float(np.median(d_worst_search[by_worst] / d_worst[by_worst]))
-                                               if by_worst.any() else math.nan),
-        "d_worst_search_improved_pairs": int((d_worst_search[off] > d_worst[off]).sum()),
-        "d_worst_search_median": float(np.median(d_worst_search[off])) if off.any() else math.nan,
-        "bound_worst_median": float(np.median(bound_worst[off])) if off.any() else math.nan,
-        "bound_worst_violations": int((d_worst_search[off] > ((bound_worst + slack) * (1 + rtol) + atol)[off]).sum()),
-        "ordering_violations": int(((d_worst[off] < d_psi[off]) | (d_worst_search[off] < d_worst[off])).sum()),
-    }
-
 
 
 class LemmaCheck:

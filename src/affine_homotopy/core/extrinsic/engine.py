@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...errors import ConfigError, NumericalError
+from ...errors import NumericalError
 from ..pairs import PairPlan, PhaseClock, plan_pairs
 from ..probes import ProbeSet, SoftmaxProbe
 from .bounds import lemma_bound
 from .local import HeadResult
-from .phases import random_probe_worst_case, searched_worst_case, task_probe_distances
-from .prepare import PreparedInputs, SourceContext, prepare, source_context
+from .phases import d_psi, d_worst, d_worst_search
+from .prepare import MapWeights, PreparedInputs, SourceContext, prepare, source_context
 from .result import ExtrinsicResult, LemmaBounds, MeasureMatrices, WorstCaseDetails, diagnostic_rows
 from .search import SearchedClassifier
 from .settings import ExtrinsicSettings
@@ -31,9 +31,9 @@ PHASES = ("d_psi", "d_worst", "d_worst_search")
 
 def extrinsic_distances(
     representations: Sequence[np.ndarray],
-    probes: Sequence[SoftmaxProbe],
+    probes: Sequence[SoftmaxProbe | None],
     names: Sequence[str] | None = None,
-    map_weights: np.ndarray | None = None,
+    map_weights: MapWeights | None = None,
     random_probes: Sequence[ProbeSet] | None = None,
     settings: ExtrinsicSettings | None = None,
     d_aff: np.ndarray | None = None,
@@ -42,22 +42,24 @@ def extrinsic_distances(
     """``d_psi`` for the ordered ``pairs`` (default: all), and with ``random_probes`` also ``d_worst``
     and ``d_worst_search``; with ``d_aff`` Lemma 5.2's bounds (``bounds``) and checks.
 
-    ``map_weights`` (K, K, N): the intrinsic solver's weights, ``[i, j]`` for the map ``i -> j``
-    (``d_aff_weights.npy``); without them the composed start uses the least-squares map.
-    ``random_probes[j]``: encoder ``j``'s random-label classifiers (possibly none: the search then
-    starts from the task probe). ``d_aff`` (K, K): the intrinsic stage's, row mapped onto column.
+    ``probes[j]``: encoder ``j``'s task probe (None for an encoder that is no pair's target).
+    ``map_weights``: the intrinsic solver's weights, ``[i, j]`` for the map ``i -> j`` (a (K, K, N)
+    array such as ``d_aff_weights.npy``, or a mapping from the pairs to their (N,) weights); without
+    them the composed start uses the least-squares map. ``random_probes[j]``: encoder ``j``'s
+    random-label classifiers (possibly none: the search then starts from the task probe). ``d_aff``
+    (K, K): the intrinsic stage's, row mapped onto column.
     """
     settings = settings or ExtrinsicSettings()
     names = list(names) if names is not None else [str(k) for k in range(len(representations))]
-    plan = _check_inputs(representations, probes, map_weights, random_probes, d_aff, settings, pairs)
+    plan = _check_inputs(representations, probes, map_weights, random_probes, d_aff, pairs)
     prep = prepare(representations, probes, names, random_probes, d_aff, settings)
     # d_worst (and the search, which starts from its classifiers) only when selected and given random classifiers
     worst_case = prep.randoms is not None and "d_worst" in settings.measures
     tables = _Tables(plan.count, worst_case, worst_case and "d_worst_search" in settings.measures)
-    certified = settings.certified and prep.n_classes == 2
-    if prep.n_classes > 2:
+    certified = prep.task.n_classes == 2
+    if prep.task.n_classes > 2:
         log.info("%d classes: fixed-classifier distances by the local search (upper bounds without a "
-                 "certificate; the certified method needs two classes)", prep.n_classes)
+                 "certificate; the certified method needs two classes)", prep.task.n_classes)
     clock = PhaseClock(PHASES)
     for i, others in plan.by_source:
         _source_pairs(prep, i, others, map_weights, settings, tables, clock)
@@ -67,30 +69,32 @@ def extrinsic_distances(
 
 def fixed_classifier_distances(
     representations: Sequence[np.ndarray],
-    probes: Sequence[SoftmaxProbe],
+    probes: Sequence[SoftmaxProbe | None],
     names: Sequence[str] | None = None,
-    map_weights: np.ndarray | None = None,
+    map_weights: MapWeights | None = None,
     settings: ExtrinsicSettings | None = None,
     pairs: Sequence[tuple[int, int]] | None = None,
+    d_aff: np.ndarray | None = None,
 ) -> ExtrinsicResult:
     """``d_psi`` only (no random classifiers, no search); see :func:`extrinsic_distances`."""
-    return extrinsic_distances(representations, probes, names, map_weights, None, settings, pairs=pairs)
+    return extrinsic_distances(representations, probes, names, map_weights, None, settings, d_aff, pairs)
 
 
-def _check_inputs(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe],
-                  map_weights: np.ndarray | None, random_probes: Sequence[ProbeSet] | None, d_aff: np.ndarray | None,
-                  settings: ExtrinsicSettings, pairs: Sequence[tuple[int, int]] | None) -> PairPlan:
-    """The shapes the engine needs (ValueError, or ConfigError for a setting), and the pairs' plan."""
+def _check_inputs(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe | None],
+                  map_weights: MapWeights | None, random_probes: Sequence[ProbeSet] | None, d_aff: np.ndarray | None,
+                  pairs: Sequence[tuple[int, int]] | None) -> PairPlan:
+    """The shapes the engine needs (ValueError), and the pairs' plan."""
     count = len(representations)
     if len(probes) != count or (random_probes is not None and len(random_probes) != count):
         raise ValueError("one task probe (and one random probe set, if any) per encoder is required")
     plan = plan_pairs(representations, pairs)
-    if map_weights is not None and np.shape(map_weights) != (count, count, plan.n):
+    if isinstance(map_weights, np.ndarray) and np.shape(map_weights) != (count, count, plan.n):
         raise ValueError(f"map weights must be (K, K, N) = {(count, count, plan.n)}, got {np.shape(map_weights)}")
     if d_aff is not None and np.shape(d_aff) != (count, count):
         raise ValueError(f"d_aff must be (K, K) = {(count, count)}, got {np.shape(d_aff)}")
-    if settings.search_radius is not None and not settings.search_radius > 0:
-        raise ConfigError(f"the worst-case search radius must be > 0, got {settings.search_radius}")
+    missing = sorted({j for _, others in plan.by_source for j in others if probes[j] is None})
+    if missing:
+        raise ValueError(f"encoders {missing} are targets of computed pairs but have no task probe")
     return plan
 
 
@@ -121,29 +125,30 @@ class _Tables:
         self.lp_count += ctx.solver.lp_count
         self.ipm_fallbacks += ctx.solver.ipm_fallbacks
         self.max_gap = max(self.max_gap, ctx.solver.max_gap)
+        self.drifted += ctx.drifted
 
 
-def _source_pairs(prep: PreparedInputs, i: int, others: list[int], map_weights: np.ndarray | None,
+def _source_pairs(prep: PreparedInputs, i: int, others: list[int], map_weights: MapWeights | None,
                   settings: ExtrinsicSettings, tables: _Tables, clock: PhaseClock) -> None:
     """Source ``i`` mapped onto each of ``others``: the phases in order, each timed on ``clock``."""
     values, lower = tables.values, tables.lower
     clock.start()
-    ctx = source_context(prep, i, others, map_weights, settings, tables.drifted)
-    task = task_probe_distances(prep, ctx, settings)
-    values.d_psi[i, others], lower.d_psi[i, others] = task.value, task.lower
+    ctx = source_context(prep, i, others, map_weights, settings)
+    task = d_psi(prep, ctx, settings)
+    values.d_psi[i, others], lower.d_psi[i, others] = task.upper, task.lower
     clock.stop("d_psi")
     worst_rows: dict[int, dict[str, object]] = {}
     if tables.worst_case:
-        worst = random_probe_worst_case(prep, ctx, task, settings)
-        values.d_worst[i, others], lower.d_worst[i, others] = worst.value, worst.lower
+        worst = d_worst(prep, ctx, task, settings)
+        values.d_worst[i, others], lower.d_worst[i, others] = worst.upper, worst.lower
         tables.worst_index[i, others] = worst.index
         worst_rows = worst.rows
         clock.stop("d_worst")
     if tables.search:
-        values.d_worst_search[i, others], lower.d_worst_search[i, others] = worst.value, worst.lower
+        values.d_worst_search[i, others], lower.d_worst_search[i, others] = worst.upper, worst.lower
         if settings.search_steps or settings.search_candidates:
-            found = searched_worst_case(prep, ctx, worst, settings)
-            values.d_worst_search[i, others], lower.d_worst_search[i, others] = found.value, found.lower
+            found = d_worst_search(prep, ctx, worst, settings)
+            values.d_worst_search[i, others], lower.d_worst_search[i, others] = found.upper, found.lower
             tables.searched.update({(i, j): clf for j, clf in found.searched.items()})
             for j, row in found.rows.items():
                 worst_rows.setdefault(j, {}).update(row)
@@ -197,12 +202,11 @@ def _result(prep: PreparedInputs, plan: PairPlan, tables: _Tables, probes: Seque
         excess = np.array([[lemma.excess(i, j) if i != j else 0.0 for j in range(count)] for i in range(count)])
         bounds = LemmaBounds(
             task=lemma_bound(probes, d_aff, settings.inverse_temperature),
-            task_slack=lemma.c * prep.task_norms[None, :] * excess, violations=lemma.violations,
+            task_slack=lemma.c * prep.task.norms[None, :] * excess, violations=lemma.violations,
             worst=lemma.bound_worst() if tables.worst_case else None,
-            worst_slack=lemma.c * lemma.norm_max * excess if tables.worst_case else None,
         )
     worst_case = (WorstCaseDetails(classifier=tables.worst_index, radius=prep.radius, skipped=prep.skipped,
                                    searched=tables.searched) if tables.worst_case else None)
-    return ExtrinsicResult(names=prep.names, pairs=plan.pairs, n_classes=prep.n_classes, certified=certified,
+    return ExtrinsicResult(names=prep.names, pairs=plan.pairs, n_classes=prep.task.n_classes, certified=certified,
                            values=values, lower=tables.lower, diagnostics=tables.diagnostics, seconds=seconds,
                            bounds=bounds, worst_case=worst_case)

@@ -1,29 +1,44 @@
 """Fixed-classifier distances of one source: certified on two-class tasks, the local search otherwise.
 
-Every phase of the engine (task probes, random-label probes, the search) asks this one solver for
-the values of a batch of heads (one classifier each, on one target each), so that a number means
-the same thing whichever phase produced it:
+Every phase of the engine asks this one solver for the values of a batch of heads (one classifier
+each, on one target each), so that a number means the same thing whichever phase produced it:
 
-* two classes (``settings.certified``): the local starts (composed, least squares, soft label) seed
-  :func:`affine_homotopy.core.extrinsic.binary.certify`, which returns ``[lower, upper]`` to ``tol``; the
-  value is ``upper``, attained by an explicit map; each classifier gets its own LP model, crashed at
-  its start map's worst rows;
-* more classes: :func:`affine_homotopy.core.extrinsic.local.fit_heads` (starts and the smooth-max
-  refinement, with stall restarts); ``lower`` is NaN: an upper bound without a certificate.
+* two classes: the local starts (composed, least squares, soft label) seed
+  :func:`.binary.certify`, which brackets the value to ``tol``; the value is the interval's upper end,
+  attained by an explicit map; each classifier gets its own LP model, crashed at its start map's
+  worst rows;
+* more classes: :func:`.local.fit_heads` (starts and the smooth-max refinement, with stall
+  restarts); ``lower`` is NaN: an upper bound without a certificate.
+
+:meth:`FixedClassifierSolver.values` gives every head its value; :meth:`~FixedClassifierSolver.upper_bounds`
+only cheap upper bounds, and :meth:`~FixedClassifierSolver.close_worst` then certifies just the heads
+that can be the largest.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from .binary import BinaryTarget, ChebyshevLP, certify
+from .binary import BinaryTarget, Certificate, ChebyshevLP, certify
 from .local import HeadResult, Heads, fit_heads
 from .settings import ExtrinsicSettings
+
+
+@dataclass
+class HeadNames:
+    """Head ``h``'s target encoder and classifier (error messages). ``search``: the worst-case search's
+    classifiers, whose one question is whether they exceed a threshold: their LPs run without HiGHS's
+    scaling and at the threshold's level until that is settled (:func:`.binary.certify`, ``decide``)."""
+
+    targets: list[str]
+    labels: list[str]
+    search: bool = False
 
 
 class FixedClassifierSolver:
@@ -36,8 +51,9 @@ class FixedClassifierSolver:
         self.max_gap = 0.0
         self.ipm_fallbacks = 0  # LPs the dual simplex could not finish, solved by the interior-point method
 
-    def certifies(self, n_classes: int) -> bool:
-        return n_classes == 2 and self.settings.certified
+    @staticmethod
+    def certifies(n_classes: int) -> bool:
+        return n_classes == 2
 
     @property
     def design(self) -> np.ndarray:
@@ -46,80 +62,108 @@ class FixedClassifierSolver:
             self._design = np.hstack([Z, np.ones((Z.shape[0], 1))])
         return self._design
 
-    def solve(self, heads: Heads, targets: Sequence[str], labels: Sequence[str], settings: ExtrinsicSettings | None = None,
-              soft_label: bool = True, certify_heads: bool = True, searched: bool = False,
-              dominated_below: float | np.ndarray = -math.inf) -> HeadResult:
-        """Values of every head; ``targets[h]``/``labels[h]`` name head ``h``'s target encoder and
-        classifier (error messages). ``certify_heads=False`` on two classes returns the best start's
-        values (upper bounds, ``lower`` NaN; without the local refinement): :meth:`certify` closes
-        the heads that can matter later. ``searched``, ``dominated_below`` (scalar or per head):
-        see :meth:`certify`."""
-        settings = settings or self.settings
-        if not self.certifies(heads.P.shape[2]):
-            result = fit_heads(self.Z, heads, settings, soft_label)
-            return _with_certificate_fields(result)
-        if not certify_heads:
-            # cheap upper bounds for choosing what to certify: the starts without the smooth-max
-            # refinement (looser, so a few more heads get certified, but 2x cheaper on the demo's
-            # d_worst: 15.2 against 32.4 CPU s; the certified values agree to tol)
-            return _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label, refine_heads=False))
-        result = _with_certificate_fields(fit_heads(self.Z, heads, settings, soft_label, refine_heads=False))
-        self.certify(heads, result, range(heads.P.shape[1]), targets, labels, searched, dominated_below)
-        return result
+    def upper_bounds(self, heads: Heads, settings: ExtrinsicSettings | None = None,
+                     soft_label: bool = True) -> HeadResult:
+        """Upper bounds of every head. Two classes: the best start, without the smooth-max refinement
+        (looser, so a few more heads get certified, but far cheaper; the certified values agree to
+        tol); more classes: the local search's values."""
+        two_classes = self.certifies(heads.P.shape[2])
+        return fit_heads(self.Z, heads, settings or self.settings, soft_label, refine_heads=not two_classes)
 
-    def certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                labels: Sequence[str], searched: bool = False, dominated_below: float | np.ndarray = -math.inf
-                ) -> None:
-        """Certify heads ``select`` of a two-class ``result`` in place: value = upper, lower, map.
-        ``dominated_below`` (scalar, or one value per head of ``result``): stop a head once its upper
-        bound is at most this (it cannot be the largest, or cannot be accepted); its value is then
-        that upper bound and its ``lower`` NaN. ``searched``: the worst-case search's classifiers,
-        whose only question is whether they exceed ``dominated_below`` (the acceptance threshold):
-        their LPs run without HiGHS's scaling and at the threshold's level until that is settled
-        (:class:`.binary.ChebyshevLP`, :func:`.binary.certify`); an accepted one is then closed to
-        ``tol`` as any other."""
+    def values(self, heads: Heads, names: HeadNames, settings: ExtrinsicSettings | None = None,
+               soft_label: bool = True, below: float | np.ndarray = -math.inf) -> HeadResult:
+        """Every head's value: certified on two classes (see :meth:`certify` for ``below``), the local
+        search's otherwise."""
+        result = self.upper_bounds(heads, settings, soft_label)
+        if not self.certifies(heads.P.shape[2]):
+            return result
+        return self.certify(heads, result, range(heads.P.shape[1]), names, below)
+
+    def certify(self, heads: Heads, result: HeadResult, select: Iterable[int], names: HeadNames,
+                below: float | np.ndarray = -math.inf) -> HeadResult:
+        """A copy of the two-class ``result`` with heads ``select`` certified: upper, lower and map.
+        ``below`` (scalar, or one value per head): stop a head once its upper bound is at most this
+        (it cannot be the largest, or cannot be accepted); its value is then that upper bound and its
+        ``lower`` NaN."""
+        below = np.broadcast_to(np.asarray(below, dtype=float), (result.upper.shape[0],))
+        P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
         # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
         # threads only slow down (and their summation order would then depend on the thread count)
         with threadpool_limits(limits=1, user_api="blas"):
-            self._certify(heads, result, select, targets, labels, searched, dominated_below)
+            certificates = {h: self._certificate(P, result, h, names, float(below[h])) for h in map(int, select)
+                            if math.isfinite(float(result.upper[h]))}  # a non-finite head stays NaN
+        return _with_certificates(result, certificates)
 
-    def _certify(self, heads: Heads, result: HeadResult, select: Sequence[int] | torch.Tensor, targets: Sequence[str],
-                 labels: Sequence[str], searched: bool, dominated_below: float | np.ndarray) -> None:
+    def _certificate(self, P: np.ndarray, result: HeadResult, h: int, names: HeadNames, below: float) -> Certificate:
         settings = self.settings
-        below = np.broadcast_to(np.asarray(dominated_below, dtype=float), (result.value.shape[0],))
-        P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
-        rank = self.Z.shape[1]
-        for h in [int(k) for k in select]:
-            if not math.isfinite(float(result.value[h])):
-                continue  # a non-finite classifier stays NaN (skipped by its caller)
-            A, c = result.A[:, h], result.c[h]
-            start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
-            lp = ChebyshevLP(self.design, f"{self.source_name} -> {targets[h]}, classifier {labels[h]}",
-                             scaled=not searched)
-            target = BinaryTarget(P[:, h, 0], P[:, h, 1])
-            interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
-                               dominated_below=float(below[h]), decide=searched)
-            self.lp_count += interval.lps
-            self.ipm_fallbacks += lp.fallbacks
-            lp.fallbacks = 0
-            if interval.stop != "dominated":
-                self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)
-            half = torch.as_tensor(interval.coef / 2, dtype=result.A.dtype, device=result.A.device)
-            result.A[:, h, 0], result.A[:, h, 1] = half[:rank], -half[:rank]
-            result.c[h, 0], result.c[h, 1] = half[rank], -half[rank]
-            result.value[h] = interval.upper
-            result.lower[h] = interval.lower if interval.stop != "dominated" else math.nan
-            result.lps[h] = interval.lps
-            result.stop[h] = interval.stop
-            result.cert_residual[h] = interval.cert_residual
+        A, c = result.A[:, h], result.c[h]
+        start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
+        lp = ChebyshevLP(self.design, f"{self.source_name} -> {names.targets[h]}, classifier {names.labels[h]}",
+                         scaled=not names.search)
+        found = certify(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], settings.tol, settings.atol,
+                        settings.max_lp, dominated_below=below, decide=names.search)
+        interval = found.interval
+        self.lp_count += interval.iterations
+        self.ipm_fallbacks += lp.fallbacks
+        if interval.stop != "dominated":
+            self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > settings.atol else 0.0)
+        return found
+
+    def close_worst(self, heads: Heads, result: HeadResult, members: np.ndarray, names: HeadNames,
+                    upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, certify_largest: bool = False,
+                    floor: float = -math.inf) -> tuple[HeadResult, np.ndarray, int]:
+        """Certify heads ``members`` of ``result``, largest upper bound first, until the largest value
+        is known to ``tol`` (:func:`next_to_certify`). ``upper``, ``lower``, ``settled`` describe the
+        contenders: ``members`` last, any others (certified already) first. Returns the result, the
+        contenders' lower bounds and how many heads were certified."""
+        upper, lower, settled = upper.copy(), lower.copy(), settled.copy()
+        offset = upper.size - members.size
+        done = 0
+        while (pick := next_to_certify(upper, lower, settled, self.settings, certify_largest, floor)) is not None:
+            k, below = pick
+            h = int(members[k - offset])
+            result = self.certify(heads, result, [h], names, below)
+            upper[k], lower[k] = float(result.upper[h]), float(result.lower[h])
+            settled[k] = True  # closed, or dominated
+            done += 1
+        return result, lower, done
 
 
-def _with_certificate_fields(result: HeadResult) -> HeadResult:
-    heads = result.value.shape[0]
-    result.value = result.value.clone()
-    result.A, result.c = result.A.clone(), result.c.clone()
-    result.lower = torch.full_like(result.value, math.nan)
-    result.lps = np.zeros(heads, dtype=int)
-    result.stop = ["local"] * heads
-    result.cert_residual = np.zeros(heads)
-    return result
+def next_to_certify(upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, settings: ExtrinsicSettings,
+                    certify_largest: bool = False, floor: float = -math.inf) -> tuple[int, float] | None:
+    """Which contender to certify next, and below which value its solve may stop; None once
+    ``max upper - max lower <= tol * max upper``.
+
+    Only the maximum needs a certificate: a contender whose upper bound is below the best lower
+    bound cannot be the worst, so its solve may stop there (its ``lower`` then stays NaN).
+    ``certify_largest``: also until the largest upper bound has its own interval (it is then used on
+    its own: the search's start). ``floor``: only a contender above it matters (the search's
+    acceptance threshold): nothing is certified once every upper bound is at most ``floor``."""
+    top = float(upper.max())
+    best_lower = float(np.nanmax(lower)) if np.isfinite(lower).any() else 0.0
+    k = int(upper.argmax())
+    if top <= floor:
+        return None  # no contender can matter: their values need no certificate
+    closed = top <= settings.atol or top - best_lower <= settings.tol * top
+    if (closed and (settled[k] or not certify_largest or not math.isfinite(top))) or settled[k]:
+        return None  # closed, or the worst contender's own interval did not close (max_lp): its gap is reported
+    # solved until its interval closes, or until its upper bound falls to the best lower bound (it
+    # cannot be the worst) or to the floor (it cannot matter); without a floor, the search's start
+    # (certify_largest) is solved to the end
+    return k, max(best_lower, floor) if math.isfinite(floor) else (-math.inf if certify_largest else best_lower)
+
+
+def _with_certificates(result: HeadResult, certificates: dict[int, Certificate]) -> HeadResult:
+    """A copy of ``result`` whose heads ``certificates`` hold their certified value, bounds and map."""
+    upper, lower, A, c = result.upper.clone(), result.lower.clone(), result.A.clone(), result.c.clone()
+    lps, stop, residual = result.lps.copy(), list(result.stop), result.cert_residual.copy()
+    rank = A.shape[0]
+    for h, found in certificates.items():
+        interval = found.interval
+        half = torch.as_tensor(found.coef / 2, dtype=A.dtype, device=A.device)
+        A[:, h, 0], A[:, h, 1] = half[:rank], -half[:rank]
+        c[h, 0], c[h, 1] = half[rank], -half[rank]
+        upper[h] = interval.upper
+        lower[h] = interval.lower if interval.stop != "dominated" else math.nan
+        lps[h], stop[h], residual[h] = interval.iterations, interval.stop, found.cert_residual
+    return replace(result, upper=upper, lower=lower, A=A, c=c, lps=lps, stop=stop, cert_residual=residual)

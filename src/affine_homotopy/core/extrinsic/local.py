@@ -6,7 +6,7 @@ and is an upper bound of the minimum (the problem is non-convex for more than tw
 on the source), *soft_label* (the convex soft-label cross-entropy fit, FISTA with the exact step in
 whitened coordinates); then *refined*: an annealed smooth maximum of the squared errors from the best
 start, L-BFGS on working sets of each head's worst examples. A head whose refinement makes no
-progress is restarted from each of its other starts (counted: ``HeadResult.restarted``).
+progress is restarted from each of its other starts (counted: ``HeadResult.restarted_improved``).
 """
 
 from __future__ import annotations
@@ -35,11 +35,14 @@ class Heads:
 
 @dataclass
 class HeadResult:
-    value: torch.Tensor  # (H,) smallest max error found
+    """Values of a batch of heads: ``upper`` attained by the maps ``(A, c)``, ``lower`` its certified
+    lower bound (NaN: none; only the certified two-class solver gives one)."""
+
+    upper: torch.Tensor  # (H,) smallest max error found
     candidates: dict[str, torch.Tensor]  # start name or "refined" -> (H,) its max error
     winner: torch.Tensor  # (H,) index into start_names
     start_names: tuple[str, ...]
-    A: torch.Tensor  # (r, H, C) the map attaining `value`
+    A: torch.Tensor  # (r, H, C) the map attaining `upper`
     c: torch.Tensor  # (H, C)
     soft_label_iterations: int
     soft_label_grad: torch.Tensor  # (H,)
@@ -47,12 +50,16 @@ class HeadResult:
     refine_grad: torch.Tensor  # (H,)
     stalled: torch.Tensor | None = None  # (H,) bool: the refinement from the best start made no progress
     restarted_improved: torch.Tensor | None = None  # (H,) bool: a restart from another start then did
-    # filled by FixedClassifierSolver: certified lower bounds (NaN: none), LPs and stopping reason per head
-    lower: torch.Tensor | None = None
-    lps: np.ndarray | None = None
-    stop: list[str] | None = None
+    lower: torch.Tensor | None = None  # (H,) certified lower bounds, NaN: none
+    lps: np.ndarray | None = None  # (H,) LPs per certified head
+    stop: list[str] | None = None  # per head: "local", or the certificate's stopping reason
     cert_residual: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        heads = self.upper.shape[0]
+        if self.lower is None:
+            self.lower = torch.full_like(self.upper, math.nan)
+            self.lps, self.stop, self.cert_residual = np.zeros(heads, dtype=int), ["local"] * heads, np.zeros(heads)
 
 
 def logits_of(Z: torch.Tensor, A: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -67,8 +74,7 @@ def errors_of(Z: torch.Tensor, A: torch.Tensor, c: torch.Tensor, P: torch.Tensor
 
 
 def soft_label_fit(
-    Z: torch.Tensor, P: torch.Tensor, A0: torch.Tensor, c0: torch.Tensor, max_iter: int, tol: float = 1e-9,
-    active_set: bool = True,
+    Z: torch.Tensor, P: torch.Tensor, A0: torch.Tensor, c0: torch.Tensor, max_iter: int, tol: float = 1e-9
 ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor]:
     """FISTA on the mean soft-label cross entropy of every head; returns A, c, iterations, grad norms.
 
@@ -96,8 +102,6 @@ def soft_label_fit(
         going = norm > tol
         if not bool(going.any()):
             break
-        if not active_set:
-            going = torch.ones_like(going)
         if not bool(going.all()):
             active, a_A, a_c, g_A, g_c = active[going], a_A[:, going], a_c[going], g_A[:, going], g_c[going]
         new_A, new_c = a_A - 2.0 * g_A, a_c - 2.0 * g_c
@@ -142,8 +146,8 @@ def refine(
     P_active = P[:, active]
     iterations = 0
     # every example in the working set (few heads): one shared (N, r) x (r, h C) product per
-    # evaluation instead of h gathered copies of Z in a batched product (settings.full_set_product)
-    shared = k == n and settings.full_set_product
+    # evaluation instead of h gathered copies of Z in a batched product
+    shared = k == n
     for tau in settings.temperatures:
         for _ in range(settings.rounds):
             W, b, steps, grad_norm[active] = _refine_round(Z, P_active, best_W, best_b, best_errors, best_active,
@@ -270,8 +274,7 @@ def fit_heads(Z: torch.Tensor, heads: Heads, settings: ExtrinsicSettings, soft_l
         maps[name] = (A, c)
     ce_steps, ce_grad = 0, torch.zeros(heads.P.shape[1], dtype=Z.dtype, device=Z.device)
     if soft_label:
-        A, c, ce_steps, ce_grad = soft_label_fit(Z, heads.P, *heads.starts["least_squares"], settings.max_iter,
-                                                 active_set=settings.soft_label_active_set)
+        A, c, ce_steps, ce_grad = soft_label_fit(Z, heads.P, *heads.starts["least_squares"], settings.max_iter)
         candidates["soft_label"] = errors_of(Z, A, c, heads.P).max(dim=0).values
         maps["soft_label"] = (A, c)
     names = tuple(candidates)

@@ -94,3 +94,9 @@ def project_to_ball(weight: torch.Tensor, radius: torch.Tensor) -> tuple[torch.T
     projected = torch.where(outside[:, None, None], (U * clipped[:, None, :]) @ Vh, weight)
     return projected, torch.where(outside, clipped[:, 0], S[:, 0])
 
+
+def stack_starts(per_target: list[dict[str, tuple[torch.Tensor, torch.Tensor]]]
+                 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """One start per name for the heads of several targets (:meth:`PairMaps.starts`), head-major."""
+    return {name: (torch.cat([s[name][0] for s in per_target], dim=1), torch.cat([s[name][1] for s in per_target]))
+            for name in ("composed", "least_squares")}

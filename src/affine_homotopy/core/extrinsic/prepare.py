@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,14 +24,29 @@ from .settings import ExtrinsicSettings
 
 log = logging.getLogger(__name__)
 
+# the intrinsic solver's weights per pair, [i, j] for the map i -> j: a (K, K, N) array, or a mapping
+# from the pairs computed to their (N,) weights
+MapWeights = np.ndarray | Mapping[tuple[int, int], np.ndarray]
 
-def finite_classifiers(Y: torch.Tensor, probe_set: ProbeSet, settings: ExtrinsicSettings
-                        ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]:
-    """The classifiers of ``probe_set`` whose logits on ``Y`` are finite: weights, biases, their
-    indices in the set and their spectral norms."""
+
+@dataclass
+class RandomClassifiers:
+    """One encoder's random-label classifiers whose logits and norms are finite."""
+
+    weight: torch.Tensor  # (G, D, C)
+    bias: torch.Tensor  # (G, C)
+    seeds: np.ndarray  # (G,) int: their indices in the probe set (random_<seed> in the diagnostics)
+    norms: np.ndarray  # (G,) spectral norms
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+
+def finite_classifiers(Y: torch.Tensor, probe_set: ProbeSet, settings: ExtrinsicSettings) -> RandomClassifiers:
+    """The classifiers of ``probe_set`` whose logits on ``Y`` and spectral norms are finite."""
     weight, bias = as_tensor(probe_set.weight, settings), as_tensor(probe_set.bias, settings)
     if weight.shape[0] == 0:
-        return weight, bias, np.zeros(0, dtype=int), np.zeros(0)
+        return RandomClassifiers(weight, bias, np.zeros(0, dtype=int), np.zeros(0))
     finite = torch.isfinite(weight).all(dim=(1, 2)) & torch.isfinite(bias).all(dim=1)
     for block in consecutive_blocks(list(range(weight.shape[0])), [1] * weight.shape[0], 64):
         rows = torch.tensor(block, device=weight.device)
@@ -42,7 +57,18 @@ def finite_classifiers(Y: torch.Tensor, probe_set: ProbeSet, settings: Extrinsic
     norms = torch.linalg.matrix_norm(weight[keep], ord=2)
     keep_norm = torch.isfinite(norms)
     keep, norms = keep[keep_norm], norms[keep_norm]
-    return weight[keep], bias[keep], keep.cpu().numpy(), norms.cpu().numpy()
+    return RandomClassifiers(weight[keep], bias[keep], keep.cpu().numpy(), norms.cpu().numpy())
+
+
+@dataclass
+class TaskProbes:
+    """Every encoder's task probe on the engine's device (None for an encoder that is only a source)."""
+
+    weight: list[torch.Tensor | None]  # (1, D_k, C)
+    bias: list[torch.Tensor | None]  # (1, C)
+    logits: list[torch.Tensor | None]  # (N, 1, C), lam included
+    norms: np.ndarray  # (K,) spectral norms (NaN: no probe)
+    n_classes: int
 
 
 @dataclass
@@ -54,74 +80,78 @@ class PreparedInputs:
     widths: list[int]
     Y: torch.Tensor  # (K, N, Dmax): every encoder, zero columns padding the narrower ones
     tensors: list[torch.Tensor]  # views into Y, (N, D_k)
-    task_w: list[torch.Tensor]  # (1, D_k, C)
-    task_b: list[torch.Tensor]  # (1, C)
-    task_logits: list[torch.Tensor]  # (N, 1, C), lam included
-    task_norms: np.ndarray  # (K,) spectral norms of the task probes
-    n_classes: int
+    task: TaskProbes
     y_mean: torch.Tensor  # (K, Dmax)
     y_scale: torch.Tensor  # (K,) RMS centred row norm
     factors: list[Factors]  # without bases (restored per source)
-    randoms: list[tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]] | None  # weight, bias, seeds, norms
-    skipped: np.ndarray
-    radius: np.ndarray
+    randoms: list[RandomClassifiers] | None
+    skipped: np.ndarray  # (K,) random classifiers skipped (non-finite)
+    radius: np.ndarray  # (K,) the search ball's radius per target
     lemma: LemmaCheck
     heads_per_block: int
 
 
-def prepare(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe], names: list[str],
+def prepare(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe | None], names: list[str],
             random_probes: Sequence[ProbeSet] | None, d_aff: np.ndarray | None, settings: ExtrinsicSettings
             ) -> PreparedInputs:
     count = len(representations)
     n = representations[0].shape[0]
-    lam = settings.inverse_temperature
     widths = [rep.shape[1] for rep in representations]
     # all encoders in one (K, N, Dmax) stack: the search's target-side products are one batched product
     Y = torch.zeros((count, n, max(widths)), dtype=settings.dtype, device=settings.device)
     for k, rep in enumerate(representations):
         Y[k, :, : widths[k]] = as_tensor(rep, settings)
     tensors = [Y[k, :, : widths[k]] for k in range(count)]
-    task_w = [as_tensor(p.weight, settings)[None] for p in probes]
-    task_b = [as_tensor(p.bias, settings)[None] for p in probes]
-    n_classes = task_w[0].shape[2]
-    task_logits = [classifier_logits(t, w, b, lam) for t, w, b in zip(tensors, task_w, task_b)]
-    for j, logits in enumerate(task_logits):
-        if not bool(torch.isfinite(logits).all()):
-            raise NumericalError(f"the task probe of encoder '{names[j]}' gives non-finite logits on its own "
-                                 "representations; refit it (probe weights must be finite and moderate)")
-    task_norms = np.array([float(torch.linalg.matrix_norm(w[0], ord=2)) for w in task_w])
+    task = _task_probes(tensors, probes, names, settings)
     y_mean = Y.mean(dim=1)
     y_scale = torch.stack([torch.sqrt((torch.linalg.vector_norm(t - y_mean[k, : widths[k]], dim=1) ** 2).mean())
                            for k, t in enumerate(tensors)])
     factors = [factorise(t, settings.rank_multiplier, settings.dtype, settings.device).without_basis() for t in tensors]
-    lemma = LemmaCheck(count, d_aff, lam, np.array([f.tail_row_norm_max for f in factors]),
+    lemma = LemmaCheck(count, d_aff, settings.inverse_temperature, np.array([f.tail_row_norm_max for f in factors]),
                        np.array([f.row_norm_max for f in factors]))
-    skipped = np.zeros(count, dtype=int)
-    radius = np.zeros(count)
-    randoms = None
+    randoms, skipped, radius = None, np.zeros(count, dtype=int), np.zeros(count)
     if random_probes is not None:
-        randoms = []
-        for j in range(count):
-            randoms.append(finite_classifiers(tensors[j], random_probes[j], settings))
-            skipped[j] = random_probes[j].weight.shape[0] - len(randoms[j][2])
-            if skipped[j]:
-                log.warning("encoder '%s': %d of %d random classifiers skipped: their logits or weight norm "
-                            "overflow (non-finite)", names[j], skipped[j], random_probes[j].weight.shape[0])
-            largest = max([task_norms[j], *randoms[j][3]])
-            radius[j] = largest if settings.search_radius is None else settings.search_radius
-        searching = "d_worst_search" in settings.measures and (settings.search_steps or settings.search_candidates)
-        if searching and not any(len(r[2]) for r in randoms):
-            log.info("no random classifiers (n_random_classifiers: 0): the worst-case search starts from each "
-                     "target's task probe, in the ball of its norm%s",
-                     "" if settings.search_radius is None else f" (configured radius {settings.search_radius:g})")
+        randoms = [finite_classifiers(tensors[j], random_probes[j], settings) for j in range(count)]
+        skipped, radius = _skipped_and_radius(randoms, random_probes, task.norms, names, settings)
     itemsize = torch.tensor([], dtype=settings.dtype).element_size()
     # a random head costs about ten (N, C) tensors at once, plus its refinement working set
-    per_head = itemsize * n_classes * (10 * n + settings.working_set * 4)
+    per_head = itemsize * task.n_classes * (10 * n + settings.working_set * 4)
     heads_per_block = max(1, settings.block_mb * 2**20 // max(per_head, 1))
-    return PreparedInputs(names=names, n=n, widths=widths, Y=Y, tensors=tensors, task_w=task_w, task_b=task_b,
-                          task_logits=task_logits, task_norms=task_norms, n_classes=n_classes, y_mean=y_mean,
+    return PreparedInputs(names=names, n=n, widths=widths, Y=Y, tensors=tensors, task=task, y_mean=y_mean,
                           y_scale=y_scale, factors=factors, randoms=randoms, skipped=skipped, radius=radius,
                           lemma=lemma, heads_per_block=heads_per_block)
+
+
+def _task_probes(tensors: list[torch.Tensor], probes: Sequence[SoftmaxProbe | None], names: list[str],
+                 settings: ExtrinsicSettings) -> TaskProbes:
+    weight = [None if p is None else as_tensor(p.weight, settings)[None] for p in probes]
+    bias = [None if p is None else as_tensor(p.bias, settings)[None] for p in probes]
+    logits = [None if w is None else classifier_logits(t, w, b, settings.inverse_temperature)
+              for t, w, b in zip(tensors, weight, bias)]
+    for j, found in enumerate(logits):
+        if found is not None and not bool(torch.isfinite(found).all()):
+            raise NumericalError(f"the task probe of encoder '{names[j]}' gives non-finite logits on its own "
+                                 "representations; refit it (probe weights must be finite and moderate)")
+    norms = np.array([math.nan if w is None else float(torch.linalg.matrix_norm(w[0], ord=2)) for w in weight])
+    return TaskProbes(weight, bias, logits, norms, next(w for w in weight if w is not None).shape[2])
+
+
+def _skipped_and_radius(randoms: list[RandomClassifiers], random_probes: Sequence[ProbeSet], task_norms: np.ndarray,
+                        names: list[str], settings: ExtrinsicSettings) -> tuple[np.ndarray, np.ndarray]:
+    """Per encoder: how many random classifiers were skipped (non-finite), and the search ball's radius
+    (the configured one, or the largest norm among its task probe and random classifiers)."""
+    skipped = np.array([random_probes[j].weight.shape[0] - len(r) for j, r in enumerate(randoms)], dtype=int)
+    for j in np.flatnonzero(skipped):
+        log.warning("encoder '%s': %d of %d random classifiers skipped: their logits or weight norm "
+                    "overflow (non-finite)", names[j], skipped[j], random_probes[j].weight.shape[0])
+    radius = np.array([max([task_norms[j], *r.norms]) if settings.search_radius is None else settings.search_radius
+                       for j, r in enumerate(randoms)], dtype=float)
+    searching = "d_worst_search" in settings.measures and (settings.search_steps or settings.search_candidates)
+    if searching and not any(len(r) for r in randoms):
+        log.info("no random classifiers: the worst-case search starts from each target's task probe, in the "
+                 "ball of its norm%s", "" if settings.search_radius is None else
+                 f" (configured radius {settings.search_radius:g})")
+    return skipped, radius
 
 
 @dataclass
@@ -135,14 +165,17 @@ class SourceContext:
     Z: torch.Tensor  # (N, r): sqrt(N) U, the whitened rank-ruled basis
     pair_maps: dict[int, PairMaps]
     solver: FixedClassifierSolver
+    drifted: list[str]  # pairs whose map rebuilt from the stored weights disagrees with d_aff
 
     @property
     def rank(self) -> int:
         return self.Z.shape[1]
 
 
-def source_context(prep: PreparedInputs, i: int, others: list[int], map_weights: np.ndarray | None,
-                   settings: ExtrinsicSettings, drifted: list[str]) -> SourceContext:
+def source_context(prep: PreparedInputs, i: int, others: list[int], map_weights: MapWeights | None,
+                   settings: ExtrinsicSettings) -> SourceContext:
+    """Source ``i``'s basis, its pairs' start maps (each fitted to its target: Lemma 5.2's rebuilt
+    residual) and its solver."""
     factors = prep.factors[i].with_basis(prep.tensors[i])
     design = factors.affine_design()
     rank = design.shape[1] - 1
@@ -150,18 +183,11 @@ def source_context(prep: PreparedInputs, i: int, others: list[int], map_weights:
     pair_maps = {j: PairMaps(design, None if map_weights is None else as_tensor(map_weights[i, j], settings))
                  for j in others}
     lemma = prep.lemma
+    drifted = []
     for j in others:
         lemma.rebuilt[i, j] = pair_maps[j].fit_target(prep.tensors[j], prep.factors[j])
         if lemma.d_aff is not None and map_weights is not None and \
                 lemma.rebuilt[i, j] - lemma.d_aff[i, j] > lemma.allowance(i, j):
             drifted.append(f"{prep.names[i]} -> {prep.names[j]} ({lemma.rebuilt[i, j]:.6g} vs {lemma.d_aff[i, j]:.6g})")
     return SourceContext(i=i, others=others, factors=factors, Z=Z, pair_maps=pair_maps,
-                         solver=FixedClassifierSolver(Z, settings, prep.names[i]))
-
-
-def stack_starts(per_target: list[dict[str, tuple[torch.Tensor, torch.Tensor]]]
-                  ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    return {name: (torch.cat([s[name][0] for s in per_target], dim=1), torch.cat([s[name][1] for s in per_target]))
-            for name in ("composed", "least_squares")}
-
-
+                         solver=FixedClassifierSolver(Z, settings, prep.names[i]), drifted=drifted)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..interval import Interval
 from .bounds import check_bounds as check_lemma_bounds
 from .local import STARTS, HeadResult
 from .prepare import PreparedInputs, SourceContext
@@ -35,7 +36,6 @@ class LemmaBounds:
     task_slack: np.ndarray  # the bound's share of the target's discarded tail (LemmaCheck)
     violations: np.ndarray  # int: classifiers breaking their own Lemma 5.2 bound
     worst: np.ndarray | None = None  # c(lam) max_k ||W_k||_2 d_aff over every classifier evaluated (bound_worst.csv)
-    worst_slack: np.ndarray | None = None
 
 
 @dataclass
@@ -76,6 +76,13 @@ class ExtrinsicResult:
         }
         return {name: matrix for name, matrix in matrices.items() if matrix is not None}
 
+    def interval(self, i: int, j: int) -> Interval:
+        """``d_psi`` of the pair ``(i, j)``, with its stopping reason and LPs (lower NaN: no certificate)."""
+        row = next(r for r in self.diagnostics if (r["mapped_from"], r["mapped_to"]) == (self.names[i], self.names[j]))
+        stop = str(row["d_psi_stop"])
+        return Interval(self.lower.d_psi[i, j], self.values.d_psi[i, j], stop=stop, within_tol=stop in ("tol", "floor"),
+                        solver="highs" if self.certified else "local search", iterations=int(row["d_psi_lps"]))
+
     def check_bounds(self) -> None:
         """Lemma 5.2 on every pair and every evaluated classifier (NumericalError; see
         :func:`~affine_homotopy.core.extrinsic.bounds.check_bounds`)."""
@@ -115,7 +122,7 @@ def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult
             "source_rank": ctx.rank,
             "d_aff_rebuilt": lemma.rebuilt[i, j],
             "target_tail": lemma.tail[j],
-            "bound_slack": lemma.c * prep.task_norms[j] * lemma.excess(i, j),
+            "bound_slack": lemma.c * prep.task.norms[j] * lemma.excess(i, j),
             "bound_violations": int(lemma.violations[i, j]),
         }
         if worst_case:

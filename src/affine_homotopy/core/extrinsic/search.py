@@ -10,9 +10,10 @@ import numpy as np
 import torch
 
 from ..intrinsic import map_in_original_coordinates
-from .fixed import FixedClassifierSolver
+from .bounds import LemmaCheck
+from .fixed import FixedClassifierSolver, HeadNames
 from .local import HeadResult, Heads, logits_of
-from .maps import PairMaps, project_to_ball
+from .maps import PairMaps, project_to_ball, stack_starts
 from .settings import ExtrinsicSettings
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,55 @@ class Classifiers:
     b: torch.Tensor  # (H, C)
 
 
+@dataclass
+class Evaluation:
+    """The fixed-classifier values of a batch of classifiers (``upper`` NaN for a non-finite one),
+    which are finite, and the heads' problems (for certifying chosen heads later)."""
+
+    result: HeadResult
+    finite: torch.Tensor  # (H,) bool
+    heads: Heads
+
+
+@dataclass
+class SearchPoint:
+    """The search's classifier per head, its value (``lower`` NaN: uncertified) and the map attaining it."""
+
+    clf: Classifiers
+    upper: torch.Tensor  # (H,)
+    lower: torch.Tensor  # (H,)
+    A: torch.Tensor  # (r, H, C)
+    c: torch.Tensor  # (H, C)
+
+    def copy(self) -> SearchPoint:
+        return SearchPoint(Classifiers(self.clf.W.clone(), self.clf.b.clone()), self.upper.clone(), self.lower.clone(),
+                           self.A.clone(), self.c.clone())
+
+    def take(self, better: torch.Tensor, clf: Classifiers, result: HeadResult, pick: torch.Tensor | None = None) -> None:
+        """Move the heads ``better`` to their classifier of ``clf`` (row ``pick[h]``, default ``h``)."""
+        rows = slice(None) if pick is None else pick
+        self.clf.W[better], self.clf.b[better] = clf.W[rows][better], clf.b[rows][better]
+        self.upper[better], self.lower[better] = result.upper[rows][better], result.lower[rows][better]
+        self.A[:, better], self.c[better] = result.A[:, rows][:, better], result.c[rows][better]
+
+    def keep_smaller(self, evaluation: Evaluation) -> None:
+        """A rescored value replaces the head's value where it is smaller (a better inner fit)."""
+        result = evaluation.result
+        smaller = evaluation.finite & (result.upper < self.upper)
+        self.upper[smaller] = result.upper[smaller]
+        self.A[:, smaller], self.c[smaller] = result.A[:, smaller], result.c[smaller]
+
+
+@dataclass
+class SearchOutcome:
+    """What :meth:`WorstCaseSearch.run` found per head: the best point, its accepted steps and the
+    classifiers' spectral norms."""
+
+    best: SearchPoint
+    accepted: torch.Tensor
+    norm: torch.Tensor
+
+
 class WorstCaseSearch:
     """Projected gradient ascent on the classifier ``psi'`` of each pair ``i -> j`` (docs/method.md).
 
@@ -35,14 +85,14 @@ class WorstCaseSearch:
     started from the map of the classifier it steps from (certified on two-class tasks: a step is
     then judged on exact values, and accepted only when it raises the value by more than
     ``search_accept_rtol``, far above their tolerance, so that the path does not depend on the last
-    bits of the inputs).
+    bits of the inputs). Every classifier evaluated is checked against its own Lemma 5.2 bound (``lemma``).
     """
 
     def __init__(self, Z: torch.Tensor, Y: torch.Tensor, y_mean: torch.Tensor, y_scale: torch.Tensor,
                  source: int, others: list[int], pair_maps: dict[int, PairMaps], settings: ExtrinsicSettings,
-                 solver: FixedClassifierSolver, names: list[str]) -> None:
+                 solver: FixedClassifierSolver, names: list[str], lemma: LemmaCheck | None = None) -> None:
         self.Z, self.Y, self.source, self.others = Z, Y, source, others
-        self.solver, self.names = solver, names
+        self.solver, self.encoder_names, self.lemma = solver, names, lemma
         self.y_mean, self.y_scale = y_mean[others], y_scale[others]  # (H, Dmax), (H,)
         self.pair_maps, self.settings = pair_maps, settings
         self.lam = settings.inverse_temperature
@@ -62,49 +112,50 @@ class WorstCaseSearch:
         full = full[self.others].reshape(heads, n, group, n_classes).permute(1, 0, 2, 3)
         return self.lam * (full.reshape(n, heads * group, n_classes) + clf.b)
 
-    def evaluate(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None,
-                 settings: ExtrinsicSettings, soft_label: bool, group: int = 1, certify: bool = True,
-                 dominated_below: float | np.ndarray = -math.inf):
-        """The fixed-classifier values of each classifier (``group`` per head); NaN for a non-finite one.
-
-        ``warm``: a map (A, c) to start every head from too (the one of the classifier it steps from).
-        Returns ``(result, finite)``, and with ``certify=False`` also the heads' problems, so that
-        :meth:`certify` can close chosen heads later (two classes). ``dominated_below`` (per head):
-        the acceptance threshold; a certified head stops once its upper bound is at most this (its
-        value is then that upper bound, its lower bound NaN), and its LPs decide that question first
-        (:meth:`FixedClassifierSolver.certify`, ``searched``)."""
+    def problems(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None, group: int = 1
+                 ) -> tuple[Heads, torch.Tensor]:
+        """The fixed-classifier problems of ``clf`` (``group`` per head) and which are finite. ``warm``: a
+        map (A, c) to start every head from too (the one of the classifier it steps from)."""
         logits = self.logits(clf, group)
         finite = torch.isfinite(logits).all(dim=(0, 2))
         logits = torch.where(finite[None, :, None], logits, torch.zeros_like(logits))
         heads, width, n_classes = len(self.others), clf.W.shape[1], clf.W.shape[2]
-        # a non-finite classifier is scored as NaN below; zeros keep its starts finite meanwhile
+        # a non-finite classifier is scored as NaN; zeros keep its starts finite meanwhile
         W = torch.where(finite[:, None, None], clf.W, torch.zeros_like(clf.W)).reshape(heads, group, width, n_classes)
         b = torch.where(finite[:, None], clf.b, torch.zeros_like(clf.b)).reshape(heads, group, n_classes)
-        per_head = [self.pair_maps[j].starts(logits[:, h * group : (h + 1) * group], W[h], b[h], self.lam)
-                    for h, j in enumerate(self.others)]
-        starts = {name: (torch.cat([s[name][0] for s in per_head], dim=1), torch.cat([s[name][1] for s in per_head]))
-                  for name in ("composed", "least_squares")}
+        starts = stack_starts([self.pair_maps[j].starts(logits[:, h * group : (h + 1) * group], W[h], b[h], self.lam)
+                               for h, j in enumerate(self.others)])
         if warm is not None:
             starts["warm"] = warm
-        problems = Heads(torch.softmax(logits, dim=2), starts)
-        result = self.solver.solve(problems, self._targets(group), self._labels(group), settings, soft_label,
-                                   certify_heads=certify, searched=True, dominated_below=dominated_below)
-        result.value = torch.where(finite, result.value, torch.full_like(result.value, math.nan))
-        if certify:
-            return result, finite
-        return result, finite, problems
+        return Heads(torch.softmax(logits, dim=2), starts), finite
 
-    def _targets(self, group: int) -> list[str]:
-        return [self.names[j] for j in self.others for _ in range(group)]
+    def evaluate(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None, settings: ExtrinsicSettings,
+                 soft_label: bool, below: float | np.ndarray = -math.inf) -> Evaluation:
+        """The values of one classifier per head (:meth:`FixedClassifierSolver.values`). ``below`` (per
+        head): the acceptance threshold; a certified head stops once its upper bound is at most this,
+        and its LPs decide that question first."""
+        heads, finite = self.problems(clf, warm)
+        result = self.solver.values(heads, self.names(1), settings, soft_label, below)
+        return Evaluation(_masked(result, finite), finite, heads)
 
-    def _labels(self, group: int) -> list[str]:
-        return [f"searched {k}" for _ in self.others for k in range(group)]
+    def estimate(self, clf: Classifiers, group: int, soft_label: bool) -> Evaluation:
+        """Upper bounds of ``group`` classifiers per head (:meth:`FixedClassifierSolver.upper_bounds`)."""
+        heads, finite = self.problems(clf, None, group)
+        result = self.solver.upper_bounds(heads, self.settings, soft_label)
+        return Evaluation(_masked(result, finite), finite, heads)
 
-    def certify(self, problems: Heads, result: HeadResult, heads: list[int], group: int,
-                dominated_below: float = -math.inf) -> None:
-        """Certify chosen heads of an :meth:`evaluate` result made with ``certify=False``."""
-        self.solver.certify(problems, result, heads, self._targets(group), self._labels(group), searched=True,
-                            dominated_below=dominated_below)
+    def names(self, group: int) -> HeadNames:
+        return HeadNames([self.encoder_names[j] for j in self.others for _ in range(group)],
+                         [f"searched {k}" for _ in self.others for k in range(group)], search=True)
+
+    def observe(self, values: torch.Tensor, norms: torch.Tensor, finite: torch.Tensor, group: int = 1) -> None:
+        """Lemma 5.2 for every finite classifier evaluated (``group`` per head)."""
+        if self.lemma is None:
+            return
+        for slot, j in enumerate(self.others):
+            part = slice(slot * group, (slot + 1) * group)
+            keep = finite[part]
+            self.lemma.add(self.source, j, values[part][keep].cpu().numpy(), norms[part][keep].cpu().numpy())
 
     def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> Classifiers:
         """``count`` classifiers per head aimed at what the map cannot reproduce (heads h*count..).
@@ -166,59 +217,41 @@ class WorstCaseSearch:
         beta = beta + (length * self.y_scale)[:, None] * direction.b
         return Classifiers(W, beta - (self.y_mean[:, None, :] @ W).squeeze(1)), norms
 
-    def run(self, clf: Classifiers, value: torch.Tensor, lower: torch.Tensor, A: torch.Tensor, c: torch.Tensor,
-            radius: torch.Tensor, observe) -> dict[str, torch.Tensor]:
-        """``steps`` accepted-or-halved ascent steps from ``clf`` (value, lower bound and map known);
-        ``observe(values, norms, finite)`` sees every classifier evaluated. Returns the best
-        classifiers, their values, lower bounds (NaN: uncertified) and maps, and ``path`` (steps, H):
-        the best values after each step."""
+    def run(self, start: SearchPoint, radius: torch.Tensor) -> SearchOutcome:
+        """``search_steps`` accepted-or-halved ascent steps from ``start``."""
         settings = self.settings
         heads = len(self.others)
-        certified = self.solver.certifies(clf.W.shape[2])
-        best = {"W": clf.W.clone(), "b": clf.b.clone(), "value": value.clone(), "lower": lower.clone(),
-                "A": A.clone(), "c": c.clone()}
+        certified = self.solver.certifies(start.clf.W.shape[2])
+        best = start.copy()
         length = settings.search_step_size * radius
-        accepted = torch.zeros(heads, dtype=torch.long, device=value.device)
+        accepted = torch.zeros(heads, dtype=torch.long, device=start.upper.device)
         step_settings = settings if certified else self.step_settings
-        path = []
         if settings.search_steps and not certified:
             # steps are scored by the warm-started fit: score the start the same way first, so that a
             # step is accepted for a larger distance, not for a less converged inner fit
-            result, finite = self.evaluate(clf, (A, c), step_settings, soft_label=False)
-            smaller = finite & (result.value < best["value"])
-            best["value"][smaller] = result.value[smaller]
-            best["A"][:, smaller], best["c"][smaller] = result.A[:, smaller], result.c[smaller]
+            best.keep_smaller(self.evaluate(start.clf, (start.A, start.c), step_settings, soft_label=False))
         for _ in range(settings.search_steps):
-            current = Classifiers(best["W"], best["b"])
-            direction = self.ascent_direction(current, best["A"], best["c"])
+            current = Classifiers(best.clf.W, best.clf.b)
+            direction = self.ascent_direction(current, best.A, best.c)
             candidate, norms = self.step(current, direction, length, radius)
-            threshold = best["value"] * (1 + settings.search_accept_rtol)
+            threshold = best.upper * (1 + settings.search_accept_rtol)
             # certified: a step whose upper bound falls to the acceptance threshold is rejected
             # whatever its exact value, so its LPs settle that question first and stop there (the
             # same decisions, fewer LPs)
-            result, finite = self.evaluate(candidate, (best["A"], best["c"]), step_settings, soft_label=False,
-                                           dominated_below=threshold.cpu().numpy() if certified else -math.inf)
-            observe(result.value, norms, finite)
-            better = finite & (result.value > threshold)
+            found = self.evaluate(candidate, (best.A, best.c), step_settings, soft_label=False,
+                                  below=threshold.cpu().numpy() if certified else -math.inf)
+            self.observe(found.result.upper, norms, found.finite)
+            better = found.finite & (found.result.upper > threshold)
             accepted += better.long()
-            best["W"][better], best["b"][better] = candidate.W[better], candidate.b[better]
-            best["value"][better], best["lower"][better] = result.value[better], result.lower[better]
-            best["A"][:, better], best["c"][better] = result.A[:, better], result.c[better]
+            best.take(better, candidate, found.result)
             length = torch.minimum(torch.where(better, 1.5 * length, 0.5 * length), radius)
-            path.append(best["value"].clone())
             log.debug("search step: %d/%d heads improved; values %s", int(better.sum()), heads,
-                      np.array2string(best["value"].cpu().numpy(), precision=4))
+                      np.array2string(best.upper.cpu().numpy(), precision=4))
         if not certified:
             # a local value is only as good as its inner fit: score the final classifiers once more with
             # every start (soft-label fit included) and the full refinement, and keep the smaller value
-            result, finite = self.evaluate(Classifiers(best["W"], best["b"]), (best["A"], best["c"]), settings, True)
-            smaller = finite & (result.value < best["value"])
-            best["value"][smaller] = result.value[smaller]
-            best["A"][:, smaller], best["c"][smaller] = result.A[:, smaller], result.c[smaller]
-        best["accepted"] = accepted
-        best["path"] = torch.stack(path) if path else value.new_zeros((0, heads))
-        best["norm"] = torch.linalg.matrix_norm(best["W"], ord=2)
-        return best
+            best.keep_smaller(self.evaluate(Classifiers(best.clf.W, best.clf.b), (best.A, best.c), settings, True))
+        return SearchOutcome(best, accepted, torch.linalg.matrix_norm(best.clf.W, ord=2))
 
 
 @dataclass
@@ -226,9 +259,7 @@ class SearchedClassifier:
     """The classifier behind ``d_worst_search[i, j]`` and the affine map attaining its value.
 
     ``value = max_n || softmax(lam (y_n W + b)) - softmax(x_n linear + bias) ||_2`` exactly, with
-    ``x`` encoder ``i``'s and ``y`` encoder ``j``'s representations. ``path``: the pair's best value
-    as the search went, what each part bought: its start (d_worst's classifier), after the aimed
-    classifiers, then after each ascent step (on more classes, before the final rescoring).
+    ``x`` encoder ``i``'s and ``y`` encoder ``j``'s representations.
     """
 
     W: np.ndarray  # (D_j, C)
@@ -236,7 +267,6 @@ class SearchedClassifier:
     linear: np.ndarray  # (D_i, C): the map into logits
     bias: np.ndarray  # (C,)
     value: float
-    path: tuple[float, ...] = ()
 
 
 def raw_map(factors, A: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -244,3 +274,7 @@ def raw_map(factors, A: torch.Tensor, c: torch.Tensor) -> tuple[np.ndarray, np.n
     root = math.sqrt(factors.Q.shape[0])  # Z A + c = [U, 1/sqrt(N)] @ [sqrt(N) A; sqrt(N) c]
     return map_in_original_coordinates(factors, torch.cat([root * A, root * c[None]]))
 
+
+def _masked(result: HeadResult, finite: torch.Tensor) -> HeadResult:
+    """``result`` with the values of non-finite classifiers NaN."""
+    return replace(result, upper=torch.where(finite, result.upper, torch.full_like(result.upper, math.nan)))

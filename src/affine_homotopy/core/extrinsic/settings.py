@@ -1,4 +1,4 @@
-"""Settings of the extrinsic engine: one dataclass, built from a study config by :meth:`from_config`."""
+"""Settings of the extrinsic engine: one dataclass that checks itself."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ...errors import ConfigError
 from ..linalg import DTYPES
 
 
@@ -18,7 +19,6 @@ class ExtrinsicSettings:
     tol: float = 1e-3
     atol: float = 1e-6
     max_lp: int = 100  # LPs per certified classifier before it is reported with a wider gap
-    certified: bool = True  # False: two-class tasks use the local search too (upper bounds, uncertified)
     # the local search (multi-class tasks, and the starts of the certified solver)
     max_iter: int = 200  # soft-label fit: accelerated gradient iterations
     refine_iter: int = 10  # smooth-max refinement: L-BFGS iterations per round
@@ -27,7 +27,7 @@ class ExtrinsicSettings:
     working_set: int = 64  # fewest examples per classifier in a refinement working set (its worst)
     working_budget: int = 8192  # examples x classifiers per working set (more examples when few heads)
     inverse_temperature: float = 1.0  # lam: target probabilities are softmax(lam * probe logits)
-    rank_multiplier: float = 5.0  # the rank rule's n (the config's intrinsic.rank_multiplier)
+    rank_multiplier: float = 5.0  # the rank rule's n, as for d_aff
     block_mb: int = 512  # working memory for one block of random-label classifiers
     search_steps: int = 3  # d_worst_search: ascent steps on the classifier (0 = d_worst_search is d_worst)
     search_step_size: float = 0.1  # first step length, as a fraction of the ball's radius
@@ -36,27 +36,33 @@ class ExtrinsicSettings:
     # a search step is accepted when it raises the value by more than this (relative): far above the
     # inner values' own tolerance, so that rounding of the inputs cannot flip the decision
     search_accept_rtol: float = 1e-2
-    # the ascent direction's smooth maximum: example n weighs exp(e_n^2 / (temperature max e^2)), a
-    # factor e less for every `temperature` (as a fraction of the largest squared error) below the
-    # largest. The map a step starts from is any map within `tol` of the inner optimum, and which
-    # examples lie within a fraction of a percent of the largest error differs between such maps: at
-    # 0.1 the direction does not turn with the last bits of the inputs (docs/performance.md)
+    # the ascent direction's smooth maximum: example n weighs exp(e_n^2 / (temperature max e^2)). The
+    # map a step starts from is any map within `tol` of the inner optimum, and which examples lie
+    # within a fraction of a percent of the largest error differs between such maps: a temperature
+    # well above that keeps the direction from turning with the last bits of the inputs
     search_temperature: float = 0.1
-    # exact speed-ups, switchable for benchmarks: with every example in the working set, evaluate all
-    # heads by one shared product; drop converged heads from the soft-label fit's products
-    full_set_product: bool = True
-    soft_label_active_set: bool = True
     dtype: torch.dtype = torch.float64
     device: torch.device | str = "cpu"
-    # the measures computed (the library computes all three; a study config selects with
-    # extrinsic.measures): d_worst needs random classifiers, d_worst_search starts from d_worst's
+    # d_worst needs random classifiers; d_worst_search starts from d_worst's
     measures: tuple[str, ...] = ("d_psi", "d_worst", "d_worst_search")
 
     def __post_init__(self) -> None:
-        # the config's rules (measures.check_extrinsic_selection), for settings built in code too
-        from ..measures import check_extrinsic_selection
+        from ..measures import EXTRINSIC_MEASURES
 
-        check_extrinsic_selection({"extrinsic": {"measures": list(self.measures)}})
+        chosen = list(self.measures)
+        unknown = [m for m in chosen if m not in EXTRINSIC_MEASURES]
+        if unknown:
+            raise ConfigError(f"measures = {chosen} names unknown measure(s) {unknown}; choose from "
+                              f"{', '.join(EXTRINSIC_MEASURES)}", argument="measures", value=chosen)
+        if "d_psi" not in chosen:
+            raise ConfigError(f"measures = {chosen} lacks d_psi, which Lemma 5.2's bound and the diagnostics rest on",
+                              argument="measures", value=chosen)
+        if "d_worst_search" in chosen and "d_worst" not in chosen:
+            raise ConfigError(f"measures = {chosen} selects d_worst_search without d_worst: the search starts "
+                              "from d_worst's classifiers", argument="measures", value=chosen)
+        if self.search_radius is not None and not self.search_radius > 0:
+            raise ConfigError(f"search_radius: the worst-case search radius must be > 0, got {self.search_radius}",
+                              argument="search_radius", value=self.search_radius)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], device: torch.device | str = "cpu") -> "ExtrinsicSettings":

@@ -1,4 +1,5 @@
-"""Tables of the extrinsic stage: the per-pair diagnostics frame and the run summary per (task, layer)."""
+"""Tables of the extrinsic stage: the per-pair diagnostics frame, Lemma 5.2's tightness, what the worst
+case adds, and the run summary per (task, layer)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,71 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .bounds import tightness_summary, worst_case_summary
+from ..core.extrinsic.bounds import BOUND_ATOL, BOUND_RTOL, above_bound
 
 if TYPE_CHECKING:  # an annotation only: the extrinsic_summary job needs neither torch nor the engine
-    from .result import ExtrinsicResult
+    from ..core.extrinsic.result import ExtrinsicResult
 
 log = logging.getLogger(__name__)
+
+
+def tightness_summary(d_psi: np.ndarray, bound: np.ndarray, d_worst: np.ndarray | None = None,
+                      atol: float = BOUND_ATOL, rtol: float = BOUND_RTOL, slack: np.ndarray | float = 0.0
+                      ) -> dict[str, float]:
+    """How much of the extrinsic gap the bound explains: ``d_psi / bound`` over pairs ``i != j``.
+
+    Pairs with ``bound <= atol`` carry no ratio (both sides are 0). ``violations`` counts pairs
+    with ``d_psi > (bound + slack) (1 + rtol) + atol``; it must be 0 (``slack``: the extrinsic job's
+    per-pair ``bound_slack``, the bound's share of the target's discarded tail: :class:`LemmaCheck`).
+    """
+    off = ~np.eye(len(d_psi), dtype=bool)
+    ratio = d_psi[off & (bound > atol)] / bound[off & (bound > atol)]
+    row: dict[str, float] = {
+        "n_pairs": int(off.sum()), "n_ratio": int(ratio.size),
+        "tightness_median": float(np.median(ratio)) if ratio.size else math.nan,
+        "tightness_min": float(ratio.min()) if ratio.size else math.nan,
+        "tightness_max": float(ratio.max()) if ratio.size else math.nan,
+        "violations": above_bound(d_psi, bound, slack, atol, rtol),
+        "d_psi_median": float(np.median(d_psi[off])) if off.any() else math.nan,
+        "bound_median": float(np.median(bound[off])) if off.any() else math.nan,
+    }
+    if d_worst is not None:
+        row["d_worst_median"] = float(np.median(d_worst[off])) if off.any() else math.nan
+        row["d_worst_below_d_psi"] = int((d_worst[off] < d_psi[off]).sum())
+    return row
+
+
+def worst_case_summary(d_psi: np.ndarray, d_worst: np.ndarray, d_worst_search: np.ndarray, bound_worst: np.ndarray,
+                       task_probe_worst: np.ndarray, atol: float = BOUND_ATOL, rtol: float = BOUND_RTOL,
+                       slack: np.ndarray | float = 0.0) -> dict[str, float]:
+    """How much the random-label probes and the search add, over ordered pairs ``i != j``.
+
+    ``task_probe_worst`` (K, K) bool: the task probe was the worst classifier of ``d_worst``.
+    ``task_probe_worst_share`` counts only pairs with ``d_worst > atol`` (where every classifier
+    gives 0 no classifier is "the worst"); ``..._after_search`` the same share when the searched
+    classifiers join (the task probe stays the worst where the search found nothing larger); the
+    ratios skip pairs whose denominator is ``<= atol``.
+    ``bound_worst_violations`` counts ``d_worst_search > (bound_worst + slack) (1 + rtol) + atol`` (must be 0;
+    the extrinsic job checks each classifier against its own bound), ``ordering_violations`` pairs
+    breaking ``d_psi <= d_worst <= d_worst_search`` (must be 0: the maxima are over nested sets).
+    """
+    off = ~np.eye(len(d_psi), dtype=bool)
+    positive = off & (d_worst > atol)
+    by_psi, by_worst = off & (d_psi > atol), off & (d_worst > atol)
+    return {
+        "task_probe_worst_share": float(task_probe_worst[positive].mean()) if positive.any() else math.nan,
+        "task_probe_worst_share_after_search": (float((task_probe_worst & (d_worst_search <= d_worst))[positive].mean())
+                                                if positive.any() else math.nan),
+        "n_pairs_positive_d_worst": int(positive.sum()),
+        "d_worst_over_d_psi_median": float(np.median(d_worst[by_psi] / d_psi[by_psi])) if by_psi.any() else math.nan,
+        "d_worst_search_over_d_worst_median": (float(np.median(d_worst_search[by_worst] / d_worst[by_worst]))
+                                               if by_worst.any() else math.nan),
+        "d_worst_search_improved_pairs": int((d_worst_search[off] > d_worst[off]).sum()),
+        "d_worst_search_median": float(np.median(d_worst_search[off])) if off.any() else math.nan,
+        "bound_worst_median": float(np.median(bound_worst[off])) if off.any() else math.nan,
+        "bound_worst_violations": above_bound(d_worst_search, bound_worst, slack, atol, rtol),
+        "ordering_violations": int(((d_worst[off] < d_psi[off]) | (d_worst_search[off] < d_worst[off])).sum()),
+    }
 
 
 def diagnostics_frame(result: ExtrinsicResult, d_aff: np.ndarray | None = None) -> pd.DataFrame:
