@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.measures import BASELINES, DEFAULT_SELECTION, extrinsic_selection, random_classifiers_needed
+from ..core.measures import BASELINES
+from ..study.selection import DEFAULT_SELECTION, extrinsic_selection, random_classifiers_needed
 from ..core.working_set_rule import uses_working_set
 
 N_REF, D_REF = 10_000, 384
@@ -170,24 +171,15 @@ class JobCosts:
     """What every job costs besides its pairwise stages (``jobs`` of ``cost_coefficients.json``).
 
     ``startup``: rule -> single-thread CPU seconds of one job's start-up (a fresh interpreter,
-    Snakemake's script preamble and the rule's script's imports), the same for every job of a rule.
-    The embed rule's work: loading the model (``embed_load``, per job) and the forward pass,
-    ``embed_example`` CPU seconds per example at D_REF, times ``(D / D_REF) ** embed_d_exponent``,
-    measured on examples of ``embed_tokens`` tokens each (:func:`approximate_tokens`, the mean over the
-    measured SST-2 sentences): a task whose examples are longer costs in proportion to its tokens, since
-    the forward pass batches examples of like length (:func:`affine_homotopy.models.encoders.embed_texts`)
-    and works per token: on real GLUE tasks an encoder's CPU per token varies far less across tasks than
-    its CPU per example.
-    The correlate rule's work: one correlation per (task, layer, intrinsic measure, extrinsic measure),
-    each costing ``correlation_seconds[i]`` at ``correlation_k[i]`` encoders and the permutations and
-    resamples ``correlation_resamples`` (the schema's defaults), interpolated in log K and log seconds
-    (the end segments extended beyond), times the ratio of the resamples drawn
-    (:meth:`correlation_cell_seconds`), plus once per job ``correlation_first_call``: what its first
-    correlation costs beyond a warm one (importing scipy.stats, which
-    :mod:`affine_homotopy.core.stats` defers to its first use). ``work``: rule -> CPU
-    seconds of one job's work for the rules whose work the config does not size (tables, figures, data
-    preparation, derived copies, provenance), measured on a reference run; a rule missing there costs
-    its start-up only.
+    Snakemake's script preamble and the rule's script's imports). The embed rule's work: the model's
+    load (``embed_load``) and the forward pass, ``embed_example`` CPU seconds per example of
+    ``embed_tokens`` tokens at D_REF, times ``(D / D_REF) ** embed_d_exponent``; a task's longer
+    examples cost in proportion to their tokens (the forward pass batches examples of like length and
+    works per token). The correlate rule's work: one correlation per (task, layer, intrinsic measure,
+    extrinsic measure), :meth:`correlation_cell_seconds`, plus once per job ``correlation_first_call``
+    (importing scipy.stats at the first correlation). ``work``: rule -> CPU seconds of one job's work of
+    a rule the config does not size, measured on a reference run; a rule missing there costs its
+    start-up only.
     """
 
     startup: Mapping[str, float]
@@ -209,8 +201,9 @@ class JobCosts:
         return self.embed_load + n * self.embed_example * length * (width / D_REF) ** self.embed_d_exponent
 
     def correlation_cell_seconds(self, k: int, n_permutations: int, n_bootstrap: int) -> float:
-        """One Table 1 correlation of ``k`` encoders: its Mantel permutations and bootstrap resamples,
-        each costing alike (a correlation of the K (K - 1) off-diagonal values)."""
+        """One Table 1 correlation of ``k`` encoders: ``correlation_seconds`` at ``correlation_k`` encoders,
+        interpolated in log K and log seconds (the end segments extended beyond), times the ratio of the
+        Mantel permutations and bootstrap resamples drawn to those measured, ``correlation_resamples`` (each costs alike)."""
         if len(self.correlation_k) < 2:
             raise ValueError("the correlation cost needs measurements at two or more K (jobs.correlation)")
         measured_permutations, measured_bootstrap = self.correlation_resamples
@@ -226,15 +219,7 @@ class JobCosts:
 @functools.cache
 def job_costs() -> JobCosts:
     """The per-job costs of ``cost_coefficients.json`` (``python -m affine_homotopy.costs measure jobs``, then fit)."""
-    document = coefficient_document()
-    if "jobs" not in document:
-        raise ValueError(f"{COEFFICIENTS_FILE} has no per-job costs (jobs): measure and refit them "
-                         "(python -m affine_homotopy.costs measure jobs, then fit)")
-    jobs = document["jobs"]
-    if "work" not in jobs or "correlation" not in jobs or "first_call" not in jobs["correlation"]:
-        raise ValueError(f"{COEFFICIENTS_FILE} lacks the work of the unsized rules (jobs.work) or of the correlations "
-                         "(jobs.correlation, with a job's first_call): measure and refit them (python -m affine_homotopy.costs "
-                         "measure work RUN and measure jobs, then fit)")
+    jobs = coefficient_document()["jobs"]
     correlation = jobs["correlation"]
     return JobCosts(MappingProxyType({rule: float(s) for rule, s in jobs["startup"].items()}),
                     float(jobs["embed_load"]), float(jobs["embed_example"]), float(jobs["embed_d_exponent"]),
