@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import numpy as np
 import pytest
@@ -269,6 +270,21 @@ def test_start_up_estimate_reports_the_projection(paper_config) -> None:
     assert set(projection.rules) == {"intrinsic", "probe", "extrinsic", "rank_deficiency"}
     assert projection.total > 0 and projection.rules["rank_deficiency"] > 0
     assert f"dominant stage: {projection.dominant_stage}" in projection.summary()
+
+
+def test_the_projection_prints_when_asked(paper_config, capsys) -> None:
+    """`python -m affine_homotopy.costs project` prints each rule's and the total CPU hours of the config's
+    projection, on one core and on the cores given, and its dominant stage."""
+    from affine_homotopy.costs.__main__ import main
+    from affine_homotopy.costs.study import study_projection
+
+    main(["project", "--configfile", "config/paper.yaml", "--cores", "4"])
+    out = capsys.readouterr().out
+    projection = study_projection(paper_config)
+    for rule, seconds in projection.rules.items():
+        assert re.search(rf"^{rule}\s+{seconds / 3600:.3g}\s+{seconds / 3600 / 4:.3g}$", out, re.M), (rule, out)
+    assert re.search(rf"^total\s+{projection.total / 3600:.3g}\s+{projection.total / 3600 / 4:.3g}$", out, re.M), out
+    assert f"dominant stage: {projection.dominant_stage}" in out
 
 
 def toy_config(method: str = "sgd") -> dict:
