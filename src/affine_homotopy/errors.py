@@ -9,6 +9,11 @@ traceback); anything else is a bug and keeps its traceback.
 arguments); ``NumericalError`` is also ``FloatingPointError`` (non-finite representations, a broken
 bound).
 
+Structured fields: every error may name what it is about, so callers react to fields, never to the
+message's text. ``argument``: the function argument at fault (``"tol"``, ``"source"``); ``key``: the
+study config key (``"intrinsic.solver"``), set by the study layer where it translates an argument to
+its key; ``value``: the value found (``None`` when not recorded).
+
 Warnings of the library API: :class:`ConvergenceWarning` (a certified interval wider than ``tol``:
 the value is still an upper bound attained by a map) and :class:`UpcastWarning` (integer or float16
 input converted to float64).
@@ -18,11 +23,17 @@ from __future__ import annotations
 
 
 class AffineHomotopyError(Exception):
-    """Base class of every expected, user-facing error of this project."""
+    """Base class of every expected, user-facing error of this project (fields: module docstring)."""
+
+    def __init__(self, *args: object, argument: str | None = None, key: str | None = None,
+                 value: object = None) -> None:
+        super().__init__(*args)
+        self.argument, self.key, self.value = argument, key, value
 
 
 class ConfigError(AffineHomotopyError, ValueError):
-    """A study configuration that breaks the schema or its semantic checks (raised before any job)."""
+    """A setting out of range or of the wrong type: a study config key (``key``, raised before any job) or a
+    library function's argument (``argument``)."""
 
 
 class DataError(AffineHomotopyError, ValueError):

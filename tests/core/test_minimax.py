@@ -209,7 +209,7 @@ def run_update(update: minimax.JacobiUpdate, design: torch.Tensor, targets: torc
 
     update._safeguard = traced
     atol = torch.zeros(1, dtype=torch.float64)
-    return minimax._iterate(design, targets, atol, tol, max_iter, update, 1e-10, True)
+    return minimax._iterate(design, targets, atol, tol, max_iter, update, True)
 
 
 def test_low_rank_source_converges_thanks_to_the_safeguard() -> None:
@@ -305,8 +305,9 @@ def test_rank_deficiency_grid_uses_the_configured_solver() -> None:
                              log=messages.append)
     assert capped["unconverged"].sum() > 0
     assert any(m.startswith("warning:") and "stopped at max_iter = 2" in m for m in messages)
-    with pytest.raises(AffineHomotopyError, match="intrinsic.solver"):
+    with pytest.raises(AffineHomotopyError, match="unknown minimax solver 'newton'") as raised:
         rank_deficiency(reps, [0.5, 1.0], IntrinsicSettings(solver="newton"))
+    assert raised.value.argument == "solver" and raised.value.value == "newton"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,8 +315,12 @@ def test_rank_deficiency_grid_uses_the_configured_solver() -> None:
 
 
 def test_unknown_solver_is_a_config_error_before_work() -> None:
-    with pytest.raises(AffineHomotopyError, match=r"intrinsic.solver.*jacobi.*lawson"):
+    with pytest.raises(AffineHomotopyError, match=r"newton.*jacobi.*lawson") as raised:
         pairwise_intrinsic([np.zeros((5, 2)), np.ones((5, 2))], settings=IntrinsicSettings(solver="newton"))
+    assert raised.value.argument == "solver"
+    with pytest.raises(AffineHomotopyError, match="max_iter must be at least 1") as raised:
+        IntrinsicSettings(max_iter=0)
+    assert (raised.value.argument, raised.value.value) == ("max_iter", 0)
 
 
 def test_solver_table_and_missed_tol_warning() -> None:
@@ -333,6 +338,24 @@ def test_solver_table_and_missed_tol_warning() -> None:
     done = pairwise_intrinsic(reps, names, IntrinsicSettings(tol=1e-3, max_iter=5000))
     assert pd.DataFrame(solver_table(done))["converged"].all()
     assert missed_tol_warning(done, 1e-3, 5000) is None
+
+
+def test_every_pair_leaves_the_engine_as_its_certified_interval() -> None:
+    """``IntrinsicResult.intervals``: one Interval per computed pair and solved measure, the same numbers as
+    the matrices; stopped at max_iter where the stopping test failed, at tol where it held."""
+    rng = np.random.default_rng(31)
+    reps = [rng.standard_normal((80, 4)), rng.standard_t(3, (80, 3)), rng.standard_normal((80, 2))]
+    for max_iter in (2, 5000):
+        result = pairwise_intrinsic(reps, None, IntrinsicSettings(tol=1e-4, max_iter=max_iter), pairs=[(0, 1), (2, 1)])
+        assert set(result.intervals) == {"d_aff", "d_lin"} and set(result.intervals["d_lin"]) == {(0, 1), (2, 1)}
+        for measure, iterations, flags in (("d_aff", result.iterations, result.converged),
+                                           ("d_lin", result.lin_iterations, result.lin_converged)):
+            for (i, j), interval in result.intervals[measure].items():
+                assert interval.upper == result.matrices[measure][i, j]
+                assert interval.lower == result.matrices[f"{measure}_lower"][i, j] and interval.certified
+                assert interval.iterations == iterations[i, j] and interval.within_tol == flags[i, j]
+                assert interval.stop == ("tol" if interval.within_tol else "max_iter") and interval.solver == "jacobi"
+                assert interval.within_tol == (max_iter == 5000)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -532,29 +555,6 @@ def test_working_set_rounds_fit_subsets_and_count_every_fit(monkeypatch: pytest.
     assert sum(fits) == int(counted_run.iterations[0]) - 1
     assert max(tols) > 1e-3 and min(tols) <= 1e-3  # loose rounds first, then tight ones
     assert max(rows) < 900  # the rounds ran on subsets
-
-
-def test_working_set_first_rows_join_the_first_set_and_keep_the_interval_certified() -> None:
-    """``first_rows`` (here each target's own final support, the best a related problem could give) join the
-    first set: fewer rounds are needed, and the interval stays certified on every row and overlaps the
-    default start's. Rows outside the problem, or a list of the wrong length, are refused."""
-    x, targets = many_rows(np.random.default_rng(21))
-    design, stacked = torch.from_numpy(affine_design(x)), torch.from_numpy(pad(targets))
-    scale = float(np.linalg.norm(pad(targets), axis=2).max())
-    atol = torch.full((len(targets),), 10 * F32_EPS * scale, dtype=torch.float64)
-    default = minimax.working_set_fit(design, stacked, atol, 1e-4, 20000, orthonormal=True, initial_rows=40)
-    support = [torch.nonzero(w > 0).squeeze(1) for w in default.weights_lower]
-    assert all(0 < s.numel() < 900 for s in support[:2]) and (default.rounds[:2] > 1).all()
-    warm = minimax.working_set_fit(design, stacked, atol, 1e-4, 20000, orthonormal=True, initial_rows=40,
-                                   first_rows=support)
-    assert warm.converged.all() and (warm.rounds[:2] < default.rounds[:2]).all()
-    assert_certified(affine_design(x), pad(targets), warm, scale)
-    assert (warm.lower <= default.upper * (1 + 1e-12) + atol).all() and (default.lower <= warm.upper * (1 + 1e-12) + atol).all()
-    with pytest.raises(ValueError, match="outside 0..899"):
-        minimax.working_set_fit(design, stacked, atol, 1e-4, 20000, orthonormal=True, initial_rows=40,
-                                first_rows=[torch.tensor([900])] + [None] * (len(targets) - 1))
-    with pytest.raises(ValueError, match="one entry"):
-        minimax.working_set_fit(design, stacked, atol, 1e-4, 20000, orthonormal=True, first_rows=[None])
 
 
 def test_working_set_is_used_only_where_the_first_set_is_a_small_share() -> None:

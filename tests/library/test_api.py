@@ -57,7 +57,9 @@ def test_every_two_array_function_equals_the_engine_entry(encoders, engine) -> N
         assert close(result.upper, engine.matrices["d_aff"][i, j]), (names[i], names[j])
         assert close(result.lower, engine.matrices["d_aff_lower"][i, j])
         assert result.iterations == engine.iterations[i, j]
-        assert close(ah.d_lin(reps[i], reps[j], tol=TOL, max_iter=MAX_ITER), engine.matrices["d_lin"][i, j])
+        lin = ah.d_lin(reps[i], reps[j], tol=TOL, max_iter=MAX_ITER)
+        assert close(lin.upper, engine.matrices["d_lin"][i, j]) and close(lin.lower, engine.matrices["d_lin_lower"][i, j])
+        assert lin.iterations == engine.lin_iterations[i, j] and lin.within_tol == engine.lin_converged[i, j]
         for measure, function in two_array.items():
             assert close(function(reps[i], reps[j]), engine.matrices[measure][i, j]), (measure, names[i], names[j])
         r2, rho = ah.cca(reps[i], reps[j])
@@ -309,14 +311,14 @@ def test_cuda_tensors_are_computed_on_their_device(encoders) -> None:
 def test_probes_are_oriented_by_their_type(encoders) -> None:
     """nn.Linear(D, C) has weight (C, D), a (weight, bias) pair weight (D, C): the same classifier in either
     form gives the same d_psi, also when it is square (C = D), where the shape cannot tell."""
-    from affine_homotopy.api import _as_probe
+    from affine_homotopy.api.inputs import as_probe
 
     rng = np.random.default_rng(3)
     x, y = encoders["x"], encoders["y"]
     torch.manual_seed(0)
     for classes in (3, y.shape[1]):  # the second one is square
         linear = torch.nn.Linear(y.shape[1], classes).double()
-        weight, bias = _as_probe(linear, y.shape[1])
+        weight, bias = as_probe(linear, y.shape[1])
         np.testing.assert_array_equal(weight, linear.weight.detach().numpy().T)
         # the logits the module computes
         np.testing.assert_allclose(y @ weight + bias, linear(torch.from_numpy(y)).detach().numpy(), rtol=1e-12)
@@ -324,18 +326,18 @@ def test_probes_are_oriented_by_their_type(encoders) -> None:
         as_pair = ah.d_psi(x, y, (linear.weight.detach().numpy().T, linear.bias.detach().numpy()), tol=1e-3)
         assert close(as_module.value, as_pair.value)
     no_bias = torch.nn.Linear(y.shape[1], 2, bias=False)
-    np.testing.assert_array_equal(_as_probe(no_bias, y.shape[1])[1], np.zeros(2))
+    np.testing.assert_array_equal(as_probe(no_bias, y.shape[1])[1], np.zeros(2))
 
     class Sklearnish:  # scikit-learn's convention: coef_ (C, D), intercept_ (C,)
         coef_ = rng.standard_normal((3, y.shape[1]))
         intercept_ = rng.standard_normal(3)
 
-    weight, bias = _as_probe(Sklearnish(), y.shape[1])
+    weight, bias = as_probe(Sklearnish(), y.shape[1])
     np.testing.assert_array_equal(weight, Sklearnish.coef_.T)
     with pytest.raises(ValueError, match=r"torch.nn.Linear weight has shape \(2, 4\); expected \(C, D_target\) = \(C, 6\)"):
-        _as_probe(torch.nn.Linear(4, 2), y.shape[1])
+        as_probe(torch.nn.Linear(4, 2), y.shape[1])
     with pytest.raises(ValueError, match=r"probe must be a torch.nn.Linear.*got str"):
-        _as_probe("probe", y.shape[1])
+        as_probe("probe", y.shape[1])
 
 
 def test_symmetric_measures_of_the_registry_are_symmetric(encoders) -> None:

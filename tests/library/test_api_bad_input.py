@@ -3,7 +3,7 @@ device, max_iter and rank checks; a probe with the wrong bias shape, NaN or the 
 measure list; DAffResult.transform with the wrong width; PairwiseTable with an unknown name.
 
 The README's contract: a ValueError that names the argument (a KeyError naming the label for a table
-lookup), raised before any maths. Messages are matched on the argument's name and the value found,
+lookup), raised before any maths; a ConfigError or DataError whose ``argument`` field names it. Messages are matched on the argument's name and the value found,
 not on their wording.
 """
 
@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import affine_homotopy as ah
+from affine_homotopy.errors import ConfigError, DataError
 
 X = np.random.default_rng(0).standard_normal((20, 3))
 Y = np.tanh(X @ np.random.default_rng(1).standard_normal((3, 2)))
@@ -48,8 +49,16 @@ def test_bad_settings_are_named(function: str, argument: str, value, name: str) 
         "d_lin": lambda **kw: ah.d_lin(X, Y, **kw),
         "pairwise": lambda **kw: ah.pairwise([X, Y], **kw),
     }[function]
-    with pytest.raises(ValueError, match=_named(name, repr(value))):
+    with pytest.raises(ConfigError, match=_named(name, repr(value))) as raised:
         call(**{argument: value})
+    assert raised.value.argument == argument and raised.value.value == value  # the fields callers read
+
+
+@pytest.mark.parametrize("source,target,argument", [(X[:, 0], Y, "source"), (X, Y[:5], "target"), (X, np.zeros((20, 2)), "target")])
+def test_bad_arrays_name_their_argument_in_a_field(source, target, argument: str) -> None:
+    with pytest.raises(DataError) as raised:
+        ah.distances(source, target, ["d_aff", "cka"])
+    assert raised.value.argument == argument, raised.value
 
 
 @pytest.mark.parametrize("argument,value", [("rank_multiplier", 0.0), ("dtype", "float16"), ("device", "tpu")])

@@ -169,7 +169,7 @@ def test_bfloat16_pt_is_upcast_with_a_note(folder: Path) -> None:
 
 def test_a_constant_file_is_a_one_line_error_not_nan(folder: Path) -> None:
     line = one_error_line(*run(folder, "distance", "zeros.npy", "b.npy", "--measure", "cka"))
-    assert "source (zeros.npy) is constant" in line and "cka is undefined" in line
+    assert "zeros.npy: source is constant" in line and "cka is undefined" in line
     status, out, err = run(folder, "distance", "zeros.npy", "b.npy")  # d_aff: the ball's radius
     assert status == 0 and "nan" not in out.lower(), out
 
@@ -292,9 +292,15 @@ def test_fuzzed_probe_files(case) -> None:
             assert "Traceback" not in err and ("probe" in line), line
 
 
-def test_one_file_twice_asks_for_names_and_works_with_them(folder: Path) -> None:
-    line = one_error_line(*run(folder, "pairwise", "a.npy", "a.npy", "--measure", "cka"))
-    assert "a.npy given more than once" in line and "--names" in line
+def test_one_file_twice_gets_distinct_labels(folder: Path) -> None:
+    """A file compared with itself needs no --names: its second label is ``a (2)``; --names still works."""
+    status, out, _ = run(folder, "pairwise", "a.npy", "a.npy", "--measure", "cka")
+    assert status == 0 and out.splitlines()[0].split()[-2:] == ["a", "(2)"], out
+    status, out, _ = run(folder, "distance", "a.npy", "a.npy", "--measure", "d_aff,cka", "--json")
+    payload = json.loads(out)
+    assert status == 0 and payload["measures"]["d_aff"]["value"] <= 1e-9 and payload["measures"]["cka"]["value"] < 1e-9
+    status, out, _ = run(folder, "distance", "a.npy", "a.npy")
+    assert status == 0 and "d_aff: a mapped onto a (2)" in out, out
     status, out, _ = run(folder, "pairwise", "a.npy", "a.npy", "--measure", "cka", "--names", "first,second")
     assert status == 0 and "first" in out and "second" in out
 

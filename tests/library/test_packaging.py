@@ -28,6 +28,7 @@ from packaging.version import Version
 
 import affine_homotopy
 from affine_homotopy.core import measures
+from affine_homotopy.study import selection
 from affine_homotopy.study.validation import check_config
 from affine_homotopy.errors import ConfigError
 from affine_homotopy.core.intrinsic import MEASURES
@@ -204,12 +205,12 @@ def test_each_name_list_has_one_home() -> None:
     definitions = schema["definitions"]
     # the schema cannot import Python: its enums are checked against the package's lists
     assert tuple(MEASURES) == measures.INTRINSIC_MEASURES
-    # measure names are checked by measures.check_measure_selection (not by schema enums); the
-    # schema's defaults are the registry's
+    # measure names are checked by study.selection.check_measure_selection (not by schema enums); the
+    # schema's defaults are the study's
     intrinsic = schema["properties"]["intrinsic"]["properties"]["measures"]
-    assert tuple(intrinsic["default"]) == measures.DEFAULT_SELECTION
+    assert tuple(intrinsic["default"]) == selection.DEFAULT_SELECTION
     table = schema["properties"]["analysis"]["properties"]["intrinsic_measures"]["default"]
-    assert set(table) <= set(measures.stage_outputs(measures.DEFAULT_SELECTION))
+    assert set(table) <= set(measures.stage_outputs(selection.DEFAULT_SELECTION))
     glue_enums = [spec["properties"]["glue_task"]["enum"] for spec in definitions.values()
                   if isinstance(spec, dict) and "glue_task" in spec.get("properties", {})]
     assert glue_enums and all(set(e) == set(GLUE_TASKS) for e in glue_enums)

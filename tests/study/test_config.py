@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 
 from affine_homotopy.study.validation import check_config
@@ -41,7 +42,7 @@ def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
     assert config["tasks"]["s"]["n_train"] == 2000 and config["device"] == "auto"
     assert config["intrinsic"]["rank_multiplier"] == 5
     # the default selection is what Table 1 and the figures need; d_lin is opt-in
-    from affine_homotopy.core.measures import DEFAULT_SELECTION
+    from affine_homotopy.study.selection import DEFAULT_SELECTION
 
     assert config["intrinsic"]["measures"] == list(DEFAULT_SELECTION) and "d_lin" not in DEFAULT_SELECTION
     assert set(config["analysis"]["intrinsic_measures"]) <= set(stage_outputs(config["intrinsic"]["measures"]))
@@ -141,7 +142,8 @@ def test_extrinsic_selection_and_layers(tiny_models, schema_path) -> None:
     """The defaults (d_psi, d_worst and d_worst_search at every layer, the table layer the last) and the
     labels of a chosen set of layers: in the order of `layers`, written as positions or labels."""
     from affine_homotopy.study.validation import extrinsic_layers, table_layer
-    from affine_homotopy.core.measures import EXTRINSIC_DEFAULT_SELECTION, extrinsic_outputs, extrinsic_selection
+    from affine_homotopy.core.measures import extrinsic_outputs
+    from affine_homotopy.study.selection import EXTRINSIC_DEFAULT_SELECTION, extrinsic_selection
 
     config = check(base_config(tiny_models), schema_path)
     assert config["extrinsic"]["measures"] == list(EXTRINSIC_DEFAULT_SELECTION) == [
@@ -165,7 +167,7 @@ def test_extrinsic_selection_and_layers(tiny_models, schema_path) -> None:
 
 
 def test_random_probes_are_fitted_only_for_d_worst(tiny_models, schema_path) -> None:
-    from affine_homotopy.core.measures import random_classifiers_needed
+    from affine_homotopy.study.selection import random_classifiers_needed
 
     raw = base_config(tiny_models)
     raw["extrinsic"] = {"n_random_classifiers": 7}
@@ -232,11 +234,46 @@ def test_the_schemas_extrinsic_defaults_are_the_librarys(tiny_models, schema_pat
 
     from affine_homotopy.core.extrinsic import ExtrinsicSettings
 
-    from_config = ExtrinsicSettings.from_config(check(base_config(tiny_models), schema_path))
+    from affine_homotopy.study.settings import extrinsic_settings
+
+    from_config = extrinsic_settings(check(base_config(tiny_models), schema_path))
     library = ExtrinsicSettings()
     differing = {f.name: (getattr(from_config, f.name), getattr(library, f.name)) for f in fields(ExtrinsicSettings)
                  if getattr(from_config, f.name) != getattr(library, f.name)}
     assert differing == {}
+
+
+def test_the_schemas_intrinsic_defaults_are_the_librarys(tiny_models, schema_path) -> None:
+    """A config that sets nothing in `intrinsic` gives IntrinsicSettings() field by field, except what a study
+    chooses for itself: its measures (the default selection; the library computes every measure) and
+    keep_weights (the library's choice per call)."""
+    from dataclasses import fields
+
+    from affine_homotopy.core.intrinsic import IntrinsicSettings
+    from affine_homotopy.study.selection import DEFAULT_SELECTION
+    from affine_homotopy.study.settings import intrinsic_settings
+
+    from_config = intrinsic_settings(check(base_config(tiny_models), schema_path))
+    library = IntrinsicSettings()
+    differing = {f.name: (getattr(from_config, f.name), getattr(library, f.name)) for f in fields(IntrinsicSettings)
+                 if getattr(from_config, f.name) != getattr(library, f.name)}
+    # iterate_dtype: the schema's float64 is the library's None (iterate in dtype, float64)
+    assert differing.pop("iterate_dtype") == (torch.float64, None) and library.dtype == torch.float64
+    assert differing == {"measures": (DEFAULT_SELECTION, library.measures)}
+
+
+def test_a_setting_out_of_range_names_its_config_key(tiny_models, schema_path) -> None:
+    """The settings check themselves and name their argument; the bridge from a config names the key."""
+    from affine_homotopy.study.settings import intrinsic_settings
+
+    config = check(base_config(tiny_models), schema_path)
+    config["intrinsic"]["solver"] = "newton"  # past the schema: the settings' own check
+    with pytest.raises(ConfigError, match=r"config key 'intrinsic.solver': unknown minimax solver 'newton'") as raised:
+        intrinsic_settings(config)
+    assert (raised.value.key, raised.value.argument, raised.value.value) == ("intrinsic.solver", "solver", "newton")
+    with pytest.raises(ConfigError, match=r"^max_iter must be at least 1") as raised:  # an override is no key
+        intrinsic_settings(check(base_config(tiny_models), schema_path), max_iter=0)
+    assert raised.value.key is None and raised.value.argument == "max_iter"
 
 
 def test_worst_case_defaults_are_the_papers_protocol(tiny_models, schema_path) -> None:

@@ -10,12 +10,8 @@ from affine_homotopy.study.validation import (
 )
 
 from affine_homotopy.study.families import family_members, training_dynamics_members
-from affine_homotopy.core.measures import (
-    extrinsic_outputs,
-    extrinsic_selection,
-    random_classifiers_needed,
-    stage_outputs,
-)
+from affine_homotopy.core.measures import extrinsic_outputs, stage_outputs
+from affine_homotopy.study.selection import extrinsic_selection, random_classifiers_needed
 from affine_homotopy.study.layers import configured_label, layer_label, layer_labels, layer_positions
 from affine_homotopy.study.lock import check_lock, lock_path, staged_model_commits
 from affine_homotopy.study.user_files import resolve_path

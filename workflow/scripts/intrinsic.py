@@ -5,11 +5,12 @@ import logging
 import numpy as np
 import pandas as pd
 
-from affine_homotopy.core.intrinsic import IntrinsicSettings, missed_tol_warning, pairwise_intrinsic, solver_table
+from affine_homotopy.core.intrinsic import missed_tol_warning, pairwise_intrinsic, solver_table
 from affine_homotopy.jobs.io import read_embeddings, write_csv, write_matrix, write_npy
 from affine_homotopy.core.linalg import check_finite_representations
 from affine_homotopy.jobs.devices import select_device
 from affine_homotopy.jobs.runner import run
+from affine_homotopy.study.settings import intrinsic_settings
 
 
 def main(snakemake):
@@ -19,7 +20,7 @@ def main(snakemake):
     check_finite_representations(reps, names, snakemake.wildcards.task, layer)
     device = select_device(snakemake.params.device, snakemake.resources.get("gpu", 0))
     # keep_weights: d_aff_weights.npy, from which the extrinsic stage rebuilds each pair's map
-    settings = IntrinsicSettings.from_config(snakemake.params.study, device, keep_weights=True)
+    settings = intrinsic_settings(snakemake.params.study, device, keep_weights=True)
     logging.info("%d encoders, N = %d, on %s (%s), %s solver", len(names), reps[0].shape[0], device,
                  settings.dtype, settings.solver)
     result = pairwise_intrinsic(reps, names, settings)
@@ -32,7 +33,7 @@ def main(snakemake):
     write_csv(snakemake.output.solver, pd.DataFrame(solver_table(result)))
     warning = missed_tol_warning(result, settings.tol, settings.max_iter)
     if warning:
-        logging.warning("%s", warning)
+        logging.warning("%s (config keys intrinsic.max_iter, intrinsic.tol)", warning)
     logging.info("phase seconds: %s", {k: round(v, 2) for k, v in result.seconds.items()})
     upper, lower = result.matrices["d_aff"], result.matrices["d_aff_lower"]
     off = ~np.eye(len(names), dtype=bool) & (upper > 1e-5)

@@ -64,18 +64,20 @@ import numpy as np
 import torch
 
 from ..core.measures import D_AFF_FAMILY
+from ..errors import ConfigError
 from ..core.measures import INTRINSIC_MEASURES as MEASURES  # the registry's names, re-exported
-from .engine_calls import Options, d_aff_result, extrinsic_pair, options, progress_callback, run_intrinsic
+from ..core.interval import Interval
+from .engine_calls import (Options, d_aff_result, extrinsic_pair, options, pair_interval, progress_callback,
+                           run_intrinsic)
 from .inputs import (as_probe, as_representation, check_logits, check_same_examples, encoder_names, measure_names,
                      real, representation, resolve_device)
 from .results import CCAResult, DAffResult, DPsiResult, PairwiseTable, warn_unconverged
 
 __all__ = [
-    "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "PairwiseTable",
+    "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "Interval", "PairwiseTable",
     "cca", "cka", "d_aff", "d_iso", "d_lin", "d_psi", "distances", "pairwise", "procrustes", "pwcca", "svcca",
     "as_representation", "check_same_examples", "resolve_device",
 ]
-_as_probe = as_probe  # the orientation rule, also importable from here (tests/library/test_api.py)
 
 _BASELINE = dict(tol=1e-3, max_iter=1)  # the baselines use no iterations
 
@@ -126,9 +128,10 @@ def d_aff(
     Returns
     -------
     DAffResult
-        ``upper`` (the distance, attained by :meth:`DAffResult.transform`), ``lower``, ``gap``,
-        ``converged``, ``iterations``, ``weights``, ``linear`` and ``bias``. A constant source gives
-        the radius of the target's smallest enclosing ball.
+        ``interval`` (the certified :class:`Interval`), and read from it ``upper`` (the distance,
+        attained by :meth:`DAffResult.transform`), ``lower``, ``gap``, ``converged``, ``iterations``;
+        ``weights``, ``linear`` and ``bias``. A constant source gives the radius of the target's
+        smallest enclosing ball.
 
     Examples
     --------
@@ -141,9 +144,14 @@ def d_aff(
     run, chosen = _pair(source, target, ("d_aff",), keep_weights=True, tol=tol, max_iter=max_iter,
                         rank_multiplier=rank_multiplier, dtype=dtype, device=device, solver=solver)
     out = d_aff_result(run, chosen)
-    if not out.converged:
-        warn_unconverged("d_aff(source -> target)", out.gap, out.relative_gap, chosen.tol, chosen.max_iter)
+    _warn_if_wide("d_aff", out.interval, chosen)
     return out
+
+
+def _warn_if_wide(measure: str, interval: Interval, chosen: Options) -> None:
+    if not interval.within_tol:
+        warn_unconverged(f"{measure}(source -> target)", interval.gap, interval.relative_gap, chosen.tol,
+                         chosen.max_iter, stacklevel=5)
 
 
 def _single(measure: str, source: Any, target: Any, **settings: Any) -> float:
@@ -154,44 +162,46 @@ def _single(measure: str, source: Any, target: Any, **settings: Any) -> float:
 def distances(
     source: Any, target: Any, measures: str | Sequence[str] = ("d_aff",), tol: float = 1e-3, max_iter: int = 1000, *,
     rank_multiplier: float = 5.0, dtype: Any = "float64", device: Any = None, solver: str | None = None,
-) -> dict[str, float]:
+) -> dict[str, float | Interval | DAffResult]:
     """Several measures of the one ordered pair ``source`` mapped onto ``target``, in one engine call.
 
     ``measures``: names from :data:`MEASURES` (as for :func:`pairwise`); returns ``{measure: value}``,
-    each value the one the measure's own function (or ``pairwise``'s cell ``(0, 1)``) gives. Settings
-    as for :func:`d_aff`; a missed ``tol`` of ``d_aff`` or ``d_lin`` warns once each.
+    each value the one the measure's own function gives: the certified ones as their own types,
+    ``d_aff`` a :class:`DAffResult` and ``d_lin`` an :class:`Interval` (``float()`` of either is the
+    distance, ``pairwise``'s cell ``(0, 1)``), the others floats. Settings as for :func:`d_aff`; a
+    missed ``tol`` of ``d_aff`` or ``d_lin`` warns once each.
     """
     picked = measure_names(measures)
-    run, chosen = _pair(source, target, picked, tol=tol, max_iter=max_iter, rank_multiplier=rank_multiplier,
-                        dtype=dtype, device=device, solver=solver)
-    for name, flags in (("d_aff", run.result.converged), ("d_lin", run.result.lin_converged)):
-        if name in run.matrices and f"{name}_lower" in run.matrices and flags is not None and not flags[0, 1]:
-            upper, lower = float(run.matrices[name][0, 1]), float(run.matrices[f"{name}_lower"][0, 1])
-            warn_unconverged(f"{name}(source -> target)", upper - lower, (upper - lower) / upper if upper > 0 else 0.0,
-                             chosen.tol, chosen.max_iter)
-    return {m: float(run.matrices[m][0, 1]) for m in picked}
+    run, chosen = _pair(source, target, picked, keep_weights="d_aff" in picked, tol=tol, max_iter=max_iter,
+                        rank_multiplier=rank_multiplier, dtype=dtype, device=device, solver=solver)
+    values: dict[str, float | Interval | DAffResult] = {m: float(run.matrices[m][0, 1]) for m in picked}
+    if "d_aff" in picked:
+        values["d_aff"] = d_aff_result(run, chosen)
+    if "d_lin" in picked:
+        values["d_lin"] = pair_interval(run, "d_lin")
+    for name in ("d_aff", "d_lin"):
+        if name in run.result.intervals:
+            _warn_if_wide(name, pair_interval(run, name), chosen)
+    return values
 
 
 def d_lin(
     source: Any, target: Any, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
     dtype: Any = "float64", device: Any = None,
-) -> float:
+) -> Interval:
     """Certified linear distance: as :func:`d_aff` with a linear map (no bias), on uncentred data.
 
     ``min over linear A of max_n ||target_n - source_n A||_2``; ``source`` is mapped onto
-    ``target`` (``d_lin.csv`` cell ``(i, j)`` = ``d_lin(X_i, X_j)``). Returns the upper bound
-    (attained by a map), as ``d_lin.csv`` does; warns once, naming the gap, when the certified
-    interval misses ``tol``. Invariant under invertible linear maps of ``source`` (not offsets);
+    ``target``. Returns the certified :class:`Interval`: its ``upper`` (``float()`` of it) is
+    attained by a map, as ``d_lin.csv`` cell ``(i, j)`` = ``d_lin(X_i, X_j)``, its ``lower`` is
+    ``d_lin_lower.csv``'s; warns once, naming the gap, when the interval misses ``tol``. Invariant under invertible linear maps of ``source`` (not offsets);
     homogeneous of degree 1 in ``target``. Shapes: ``source`` (N, D_source), ``target`` (N, D_target).
     """
     run, chosen = _pair(source, target, ("d_lin",), tol=tol, max_iter=max_iter, rank_multiplier=rank_multiplier,
                         dtype=dtype, device=device)
-    upper = float(run.matrices["d_lin"][0, 1])
-    lower = float(run.matrices["d_lin_lower"][0, 1])
-    if not run.result.lin_converged[0, 1]:
-        warn_unconverged("d_lin(source -> target)", upper - lower, (upper - lower) / upper if upper > 0 else 0.0,
-                         chosen.tol, chosen.max_iter)
-    return upper
+    interval = pair_interval(run, "d_lin")
+    _warn_if_wide("d_lin", interval, chosen)
+    return interval
 
 
 def d_iso(source: Any, target: Any, *, rank_multiplier: float = 5.0, dtype: Any = "float64",
@@ -320,18 +330,18 @@ def pairwise(
 
 def _encoders(representations: Any, names: Any) -> tuple[list[Any], list[str]]:
     if isinstance(representations, (np.ndarray, torch.Tensor)):
-        raise ValueError(f"representations must be a sequence (or a mapping name -> array) of K >= 2 arrays; got one "
-                         f"array of shape {tuple(representations.shape)}: pass [X, Y, ...]")
+        raise ConfigError(f"representations must be a sequence (or a mapping name -> array) of K >= 2 arrays; got one "
+                         f"array of shape {tuple(representations.shape)}: pass [X, Y, ...]", argument="representations")
     if isinstance(representations, Mapping):
         names = list(representations) if names is None else names
         arrays = list(representations.values())
     elif isinstance(representations, (str, bytes)) or not hasattr(representations, "__iter__"):
-        raise ValueError(f"representations must be a sequence (or a mapping name -> array) of K >= 2 arrays; got "
-                         f"{type(representations).__name__}")
+        raise ConfigError(f"representations must be a sequence (or a mapping name -> array) of K >= 2 arrays; got "
+                         f"{type(representations).__name__}", argument="representations")
     else:
         arrays = list(representations)
     if len(arrays) < 2:
-        raise ValueError(f"representations needs at least 2 encoders, got {len(arrays)}")
+        raise ConfigError(f"representations needs at least 2 encoders, got {len(arrays)}", argument="representations")
     return arrays, encoder_names(names, len(arrays))
 
 
@@ -375,6 +385,5 @@ def d_psi(
     chosen = chosen.on(resolve_device(device, [x.data, y.data]))
     run = run_intrinsic([x, y], ["source", "target"], ("d_aff",), chosen, pairs=[(0, 1)], keep_weights=True)
     mapped = d_aff_result(run, chosen)
-    if not mapped.converged:
-        warn_unconverged("d_aff(source -> target)", mapped.gap, mapped.relative_gap, chosen.tol, chosen.max_iter)
+    _warn_if_wide("d_aff", mapped.interval, chosen)
     return extrinsic_pair(run, mapped, chosen, lam, weight, bias)

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import DataError, NumericalError
+from ..errors import ConfigError, DataError, NumericalError
 from ..core.linalg import rank_precision
 from .inputs import (Representation, check_solver, integer, rank_rule_precision, real, resolve_device,
                      torch_dtype)
+from ..core.interval import Interval
 from .results import DAffResult, DPsiResult, finite_or_raise
 
 # (degree in the source's scale, degree in the target's) of each matrix the intrinsic engine returns
@@ -160,11 +161,12 @@ def refuse_constant(reps: Sequence[Representation], measures: Sequence[str], pai
                 raise DataError(f"{reps[k].name} is constant (every one of its {reps[k].shape[0]} rows is the same): "
                                 f"{', '.join(undefined)} {'is' if len(undefined) == 1 else 'are'} undefined for a "
                                 "representation without spread (they divide by its variance). Fix: drop it, or use "
-                                "d_aff or d_lin, which are defined for constant representations.")
+                                "d_aff or d_lin, which are defined for constant representations.",
+                                argument=reps[k].name)
         if "d_iso" in measures and reps[j].constant and not reps[i].constant:
             raise DataError(f"{reps[j].name} is constant (every row the same): d_iso onto a constant target is "
                             "undefined (no rotation is singled out). Fix: drop it, or use d_aff (0 onto a constant "
-                            "target).")
+                            "target).", argument=reps[j].name)
 
 
 def check_values(run: Run, measures: Sequence[str], pairs: Sequence[tuple[int, int]]) -> None:
@@ -186,7 +188,8 @@ def check_values(run: Run, measures: Sequence[str], pairs: Sequence[tuple[int, i
                 rep = run.reps[low[0]]
                 raise DataError(f"{rep.name} has rank 0 under the rank rule (constant up to rounding: its spread is "
                                 f"below the rounding level of its size): {name} is undefined for it. Fix: drop it, or "
-                                "use d_aff or d_lin, which are defined for constant representations.")
+                                "use d_aff or d_lin, which are defined for constant representations.",
+                                argument=rep.name)
             a, b = DEGREES.get(name, (0, 0))
             exponent = a * source.exponent + b * target.exponent
             if exponent and values[i, j] == math.inf:
@@ -209,8 +212,8 @@ def progress_callback(progress: Any) -> Callable[[int, int, float, float | None]
         return stderr_progress
     if callable(progress):
         return progress
-    raise ValueError(f"progress must be True, False or a callable progress(done, total, elapsed_s, remaining_s), "
-                     f"got {progress!r}")
+    raise ConfigError(f"progress must be True, False or a callable progress(done, total, elapsed_s, remaining_s), "
+                     f"got {progress!r}", argument="progress", value=progress)
 
 
 def stderr_progress(done: int, total: int, elapsed: float, remaining: float | None) -> None:
@@ -274,48 +277,45 @@ class _ProgressHandler(logging.Handler):
         self.report(self.done, self.total, elapsed, remaining)
 
 
+def pair_interval(run: Run, measure: str) -> Interval:
+    """The certified interval of ``measure`` (``d_aff`` or ``d_lin``) of the pair (0, 1), in the inputs' units."""
+    upper = float(run.matrices[measure][0, 1])
+    lower = min(max(float(run.matrices[f"{measure}_lower"][0, 1]), 0.0), upper)
+    return replace(run.result.intervals[measure][0, 1], lower=lower, upper=upper)
+
+
 def d_aff_result(run: Run, chosen: Options) -> DAffResult:
     """The DAffResult of the pair (0, 1) of a run with ``keep_weights``."""
     result, (source, target) = run.result, run.reps
-    upper = float(run.matrices["d_aff"][0, 1])
-    lower = min(max(float(run.matrices["d_aff_lower"][0, 1]), 0.0), upper)
-    return DAffResult(upper, lower, bool(result.converged[0, 1]), int(result.iterations[0, 1]),
-                      result.weights[0, 1].astype(np.float64), chosen.tol, chosen.max_iter, int(result.ranks[0]),
-                      int(result.ranks[1]), source.data, target.data, chosen.rank_multiplier, chosen.dtype,
-                      (source.exponent, target.exponent), run.precision)
+    return DAffResult(pair_interval(run, "d_aff"), result.weights[0, 1].astype(np.float64), chosen.tol,
+                      chosen.max_iter, int(result.ranks[0]), int(result.ranks[1]), source.data, target.data,
+                      chosen.rank_multiplier, chosen.dtype, (source.exponent, target.exponent), run.precision)
 
 
 def extrinsic_pair(run: Run, mapped: DAffResult, chosen: Options, lam: float, weight: np.ndarray,
                    bias: np.ndarray) -> DPsiResult:
-    """d_psi of the pair (0, 1) of ``run`` through the classifier ``(weight, bias)`` of the target."""
-    from ..core.extrinsic import ExtrinsicSettings, fixed_classifier_distances, lemma_bound
+    """d_psi of the pair (0, 1) of ``run`` through the classifier ``(weight, bias)`` of the target: one
+    engine call, which also gives Lemma 5.2's bound."""
+    from ..core.extrinsic import ExtrinsicSettings, fixed_classifier_distances
     from ..core.probes import SoftmaxProbe
 
-    source, target = run.reps
+    target = run.reps[1]
     arrays = [r.data.detach().cpu().numpy() if isinstance(r.data, torch.Tensor) else r.data for r in run.reps]
     # logits (y 2**-e) (W 2**e) + b = y W + b: the target's rescaling moves into the probe's weight
-    classes = weight.shape[1]
-    probes = [SoftmaxProbe(np.zeros((source.shape[1], classes)), np.zeros(classes), 0.0, 0),  # no pair uses it
-              SoftmaxProbe(np.ldexp(weight, target.exponent), bias, 0.0, 0)]
-    map_weights = np.zeros((2, 2, source.shape[0]))
-    map_weights[0, 1] = mapped.weights
+    probe = SoftmaxProbe(np.ldexp(weight, target.exponent), bias, 0.0, 0)
+    d_aff = np.array([[0.0, float(np.ldexp(mapped.upper, -target.exponent))], [math.nan, 0.0]])
     settings = ExtrinsicSettings(inverse_temperature=lam, rank_multiplier=chosen.rank_multiplier, dtype=chosen.dtype,
                                  device=chosen.device or "cpu")
     with rank_precision(run.precision), _solver_failures():
-        result = fixed_classifier_distances(arrays, probes, ["source", "target"], map_weights, settings, pairs=[(0, 1)])
-    scaled_d_aff = float(np.ldexp(mapped.upper, -target.exponent))
-    bound = float(lemma_bound(probes, np.array([[0.0, scaled_d_aff], [0.0, 0.0]]), lam)[0, 1])
-    matrices = result.matrices()
-    values, lowers = matrices["d_psi"], matrices["d_psi_lower"]
-    value = finite_or_raise("d_psi(source -> target)", float(values[0, 1]))
-    bound = finite_or_raise("Lemma 5.2's bound", bound)
+        result = fixed_classifier_distances(arrays, [None, probe], ["source", "target"], {(0, 1): mapped.weights},
+                                            settings, pairs=[(0, 1)], d_aff=d_aff)
+    found = result.interval(0, 1)
+    value = finite_or_raise("d_psi(source -> target)", found.upper)
+    bound = finite_or_raise("Lemma 5.2's bound", float(result.bounds.task[0, 1]))
     # value <= bound holds exactly in exact arithmetic; an excess at the level of the probabilities'
     # rounding (a d_aff at the float floor) is rounding, not a violation
     if bound < value <= bound + 64 * np.finfo(np.float64).eps * (1.0 + bound):
         value = bound
-    lower = float(lowers[0, 1])
-    certified = classes == 2 and math.isfinite(lower)
-    return DPsiResult(value, bound, mapped,
-                      str(result.diagnostics[0]["winning_start"]), min(max(lower, 0.0), value) if certified else 0.0,
-                      certified)
+    lower = min(max(found.lower, 0.0), value) if found.certified else math.nan
+    return DPsiResult(replace(found, lower=lower, upper=value), bound, mapped, str(result.diagnostics[0]["winning_start"]))
 

@@ -9,9 +9,10 @@ undoes the scaling exactly (:func:`numpy.ldexp`) on the values it returns. Each 
 also records the precision it arrived in (float64 for float64, integer and bool input; float32 for
 float32 and half precision), which selects the rank rule (:func:`affine_homotopy.core.linalg.rank_precision`).
 
-Every check raises a :class:`ValueError` (or the project's :class:`~affine_homotopy.errors.DataError`,
-also a ValueError) whose message names the argument, what was wrong and the fix; no numpy or
-torch exception escapes.
+Every check raises a :class:`~affine_homotopy.errors.ConfigError` (a setting) or
+:class:`~affine_homotopy.errors.DataError` (an array or probe), both ValueErrors, whose ``argument``
+field names the argument at fault (``value``: what was found) and whose message says what was wrong
+and the fix; no numpy or torch exception escapes.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import DataError, UpcastWarning
+from ..errors import ConfigError, DataError, UpcastWarning
 from ..core.linalg import DTYPES
 from ..core.measures import INTRINSIC_MEASURES as MEASURES
 from ..jobs.devices import select_device
@@ -87,28 +88,30 @@ def as_representation(name: str, array: Any, with_precision: bool = False) -> An
 
 def _numpy_representation(name: str, array: Any) -> tuple[np.ndarray, torch.dtype]:
     if isinstance(array, np.ma.MaskedArray) and np.ma.getmaskarray(array).any():
-        raise ValueError(f"{name} is a masked array with {int(np.ma.getmaskarray(array).sum())} masked entries; "
-                         "drop those examples from every representation (or fill them) and pass a plain array")
+        raise DataError(f"{name} is a masked array with {int(np.ma.getmaskarray(array).sum())} masked entries; "
+                         "drop those examples from every representation (or fill them) and pass a plain array",
+                         argument=name)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numpy's own warnings on ragged input: the error below says it
             array = np.asarray(array)
     except Exception as error:  # any object numpy cannot read (ragged lists, a failing __array__)
-        raise ValueError(f"{name} cannot be read as an array ({type(error).__name__}: {_first_line(error)}); "
-                         "pass an (N, D) numpy array, torch tensor or nested list of numbers") from None
+        raise DataError(f"{name} cannot be read as an array ({type(error).__name__}: {_first_line(error)}); "
+                         "pass an (N, D) numpy array, torch tensor or nested list of numbers", argument=name) from None
     kind = array.dtype.kind
     if kind == "O":  # numbers held as Python objects (e.g. a list mixing ints and floats of numpy types)
         try:
             array = array.astype(np.float64)
         except OverflowError:
-            raise ValueError(f"{name} holds Python integers beyond float64's range (about 1.8e308); rescale them "
-                             "before passing them") from None
+            raise DataError(f"{name} holds Python integers beyond float64's range (about 1.8e308); rescale them "
+                             "before passing them", argument=name) from None
         except (TypeError, ValueError):
-            raise ValueError(f"{name} holds Python objects (dtype object) that are not all real numbers; pass an "
-                             "(N, D) array of floats") from None
+            raise DataError(f"{name} holds Python objects (dtype object) that are not all real numbers; pass an "
+                             "(N, D) array of floats", argument=name) from None
         kind = "f"
     if kind not in "biuf":
-        raise ValueError(f"{name} has dtype {array.dtype}; expected real numbers, an (N, D) array of floats")
+        raise DataError(f"{name} has dtype {array.dtype}; expected real numbers, an (N, D) array of floats",
+                        argument=name)
     _check_shape(name, array.shape)
     precision = torch.float64
     if kind in "biu" or array.dtype == np.float16:
@@ -133,12 +136,13 @@ def _numpy_representation(name: str, array: Any) -> tuple[np.ndarray, torch.dtyp
 
 def _tensor_representation(name: str, tensor: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
     if tensor.is_complex():
-        raise ValueError(f"{name} has dtype {tensor.dtype}; expected real numbers, an (N, D) tensor of floats")
+        raise DataError(f"{name} has dtype {tensor.dtype}; expected real numbers, an (N, D) tensor of floats",
+                        argument=name)
     if tensor.device.type not in ("cpu", "cuda"):
-        raise ValueError(f"{name} is a tensor on device '{tensor.device}'; pass a CPU or CUDA tensor "
-                         "(tensor.cpu())")
+        raise DataError(f"{name} is a tensor on device '{tensor.device}'; pass a CPU or CUDA tensor "
+                         "(tensor.cpu())", argument=name)
     if tensor.is_sparse or tensor.layout != torch.strided:
-        raise ValueError(f"{name} is a {tensor.layout} tensor; pass a dense one (tensor.to_dense())")
+        raise DataError(f"{name} is a {tensor.layout} tensor; pass a dense one (tensor.to_dense())", argument=name)
     _check_shape(name, tuple(tensor.shape))
     precision = torch.float32 if tensor.dtype in (torch.float32, *HALF) else torch.float64
     if tensor.dtype in HALF or not tensor.is_floating_point():
@@ -161,12 +165,15 @@ def _check_shape(name: str, shape: tuple[int, ...]) -> None:
             hint = "a workflow embedding file is (n_layers, N, D): pick one layer, e.g. x[layer]"
         else:
             hint = "rows are examples, columns dimensions"
-        raise ValueError(f"{name} must be a 2-D (N, D) array, got shape {shape} ({len(shape)}-D); {hint}")
+        raise DataError(f"{name} must be a 2-D (N, D) array, got shape {shape} ({len(shape)}-D); {hint}",
+                        argument=name, value=shape)
     n, dim = shape
     if n < 2:
-        raise ValueError(f"{name} has N = {n} example(s) (shape {shape}); these measures need N >= 2 rows")
+        raise DataError(f"{name} has N = {n} example(s) (shape {shape}); these measures need N >= 2 rows",
+                        argument=name, value=shape)
     if dim < 1:
-        raise ValueError(f"{name} has D = 0 dimensions (shape {shape}); every example needs at least one value")
+        raise DataError(f"{name} has D = 0 dimensions (shape {shape}); every example needs at least one value",
+                        argument=name, value=shape)
 
 
 def _warn_upcast(name: str, dtype: str, half: bool) -> None:
@@ -177,9 +184,9 @@ def _warn_upcast(name: str, dtype: str, half: bool) -> None:
 
 
 def _raise_non_finite(name: str, shape: tuple[int, ...], values: int, rows: int, first: int) -> None:
-    raise ValueError(
+    raise DataError(
         f"{name} (shape {tuple(shape)}) holds {values} NaN/inf value(s) in {rows} row(s), first in row {first}; "
-        "drop those examples from every representation (or impute them)"
+        "drop those examples from every representation (or impute them)", argument=name,
     )
 
 
@@ -210,11 +217,13 @@ def power_of_two(array: Any, exponent: int) -> Any:
 
 
 def check_same_examples(named: Sequence[tuple[str, Any]]) -> None:
-    """A ValueError naming every (name, array) shape unless all arrays have the same number of rows."""
-    counts = {array.shape[0] for _, array in named}
-    if len(counts) > 1:
+    """A DataError naming every (name, array) shape unless all arrays have the same number of rows (its
+    ``argument``: the first whose rows differ from the first array's)."""
+    differing = [name for name, array in named if array.shape[0] != named[0][1].shape[0]]
+    if differing:
         shapes = ", ".join(f"{name} {tuple(array.shape)}" for name, array in named)
-        raise ValueError(f"the representations must hold the same N examples (rows); got shapes {shapes}")
+        raise DataError(f"the representations must hold the same N examples (rows); got shapes {shapes}",
+                        argument=differing[0])
 
 
 def rank_rule_precision(representations: Sequence[Representation], dtype: torch.dtype) -> torch.dtype:
@@ -233,7 +242,8 @@ def real(name: str, value: Any, low: float, high: float = math.inf, *, low_open:
          high_open: bool = True, hint: str = "") -> float:
     """``value`` as a finite float in the interval, or a ValueError naming ``name`` (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number{hint}, got {value!r} ({type(value).__name__})")
+        raise ConfigError(f"{name} must be a real number{hint}, got {value!r} ({type(value).__name__})",
+                          argument=name, value=value)
     number = float(value)
     below = number <= low if low_open else number < low
     above = number >= high if high_open else number > high
@@ -243,14 +253,14 @@ def real(name: str, value: Any, low: float, high: float = math.inf, *, low_open:
         else:
             left, right = "(" if low_open else "[", ")" if high_open else "]"
             where = f"a finite number in {left}{low:g}, {high:g}{right}"
-        raise ValueError(f"{name} must be {where}{hint}, got {value!r}")
+        raise ConfigError(f"{name} must be {where}{hint}, got {value!r}", argument=name, value=value)
     return number
 
 
 def integer(name: str, value: Any, low: int, hint: str = "") -> int:
     """``value`` as an int ``>= low``, or a ValueError naming ``name`` (bools and floats refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < low:
-        raise ValueError(f"{name} must be an integer >= {low}{hint}, got {value!r}")
+        raise ConfigError(f"{name} must be an integer >= {low}{hint}, got {value!r}", argument=name, value=value)
     return int(value)
 
 
@@ -269,12 +279,8 @@ def torch_dtype(dtype: Any) -> torch.dtype:
             name = None
         if name in DTYPES:
             return DTYPES[name]
-    raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (the precision of the maths; numpy's and torch's "
-                     f"float64/float32 types work too), got {dtype!r}")
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
+    raise ConfigError(f"dtype must be one of {', '.join(DTYPES)} (the precision of the maths; numpy's and torch's "
+                     f"float64/float32 types work too), got {dtype!r}", argument="dtype", value=dtype)
 
 
 def check_solver(solver: Any) -> str | None:
@@ -283,7 +289,8 @@ def check_solver(solver: Any) -> str | None:
     if solver is None:
         return None
     if not isinstance(solver, str) or solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {sorted(SOLVERS)} (or None for the default), got {solver!r}")
+        raise ConfigError(f"solver must be one of {sorted(SOLVERS)} (or None for the default), got {solver!r}",
+                          argument="solver", value=solver)
     return solver
 
 
@@ -298,22 +305,23 @@ def resolve_device(device: Any, arrays: Sequence[Any] = ()) -> torch.device:
     if isinstance(device, str) and device == "auto":
         return select_device("auto")
     if not isinstance(device, (str, torch.device)):
-        raise ValueError(f"device={device!r} is not a device; use None (follow the input), 'cpu', 'cuda', "
-                         "'cuda:<index>', 'auto' or a torch.device")
+        raise ConfigError(f"device={device!r} is not a device; use None (follow the input), 'cpu', 'cuda', "
+                         "'cuda:<index>', 'auto' or a torch.device", argument="device", value=device)
     try:
         chosen = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"device={device!r} is not a device; use None (follow the input), 'cpu', 'cuda', "
-                         "'cuda:<index>', 'auto' or a torch.device") from None
+        raise ConfigError(f"device={device!r} is not a device; use None (follow the input), 'cpu', 'cuda', "
+                         "'cuda:<index>', 'auto' or a torch.device", argument="device", value=device) from None
     if chosen.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device={device!r}: no CUDA device is visible to this process; use device='cpu' "
-                             "(or None to follow the input)")
+            raise ConfigError(f"device={device!r}: no CUDA device is visible to this process; use device='cpu' "
+                             "(or None to follow the input)", argument="device", value=device)
         if chosen.index is not None and chosen.index >= torch.cuda.device_count():
-            raise ValueError(f"device={device!r}: this process sees {torch.cuda.device_count()} CUDA device(s), "
-                             f"indices 0..{torch.cuda.device_count() - 1}")
+            raise ConfigError(f"device={device!r}: this process sees {torch.cuda.device_count()} CUDA device(s), "
+                             f"indices 0..{torch.cuda.device_count() - 1}", argument="device", value=device)
     elif chosen.type != "cpu":
-        raise ValueError(f"device={device!r}: only 'cpu' and CUDA devices are supported")
+        raise ConfigError(f"device={device!r}: only 'cpu' and CUDA devices are supported",
+                          argument="device", value=device)
     return chosen
 
 
@@ -324,13 +332,14 @@ def measure_names(measures: Any) -> tuple[str, ...]:
     elif isinstance(measures, Sequence) or isinstance(measures, (set, frozenset)):
         chosen = tuple(measures)
     else:
-        raise ValueError(f"measures must be a measure name or a sequence of names from {', '.join(MEASURES)}; "
-                         f"got {measures!r}")
+        raise ConfigError(f"measures must be a measure name or a sequence of names from {', '.join(MEASURES)}; "
+                         f"got {measures!r}", argument="measures", value=measures)
     if not chosen:
-        raise ValueError(f"measures is empty; choose from {', '.join(MEASURES)}")
+        raise ConfigError(f"measures is empty; choose from {', '.join(MEASURES)}", argument="measures", value=measures)
     unknown = [m for m in chosen if not isinstance(m, str) or m not in MEASURES]
     if unknown:
-        raise ValueError(f"unknown measure(s) {unknown}; known measures: {', '.join(MEASURES)}")
+        raise ConfigError(f"unknown measure(s) {unknown}; known measures: {', '.join(MEASURES)}",
+                          argument="measures", value=measures)
     return tuple(dict.fromkeys(chosen))
 
 
@@ -338,10 +347,12 @@ def encoder_names(names: Any, count: int) -> list[str]:
     if names is None:
         return [str(k) for k in range(count)]
     if isinstance(names, str) or not isinstance(names, (Sequence, Mapping)):
-        raise ValueError(f"names must be a sequence of {count} distinct labels, one per representation; got {names!r}")
+        raise ConfigError(f"names must be a sequence of {count} distinct labels, one per representation; got {names!r}",
+                          argument="names", value=names)
     labels = [str(n) for n in names]
     if len(labels) != count or len(set(labels)) != len(labels):
-        raise ValueError(f"names must be {count} distinct labels, one per representation; got {labels}")
+        raise ConfigError(f"names must be {count} distinct labels, one per representation; got {labels}",
+                          argument="names", value=names)
     return labels
 
 
@@ -366,31 +377,33 @@ def as_probe(probe: Any, target_width: int) -> tuple[np.ndarray, np.ndarray]:
     """
     weight, bias, transposed = _probe_parts(probe)
     if weight is None or bias is None:
-        raise ValueError("probe needs both a weight and a bias (a mapping with keys 'weight' and 'bias')")
+        raise DataError("probe needs both a weight and a bias (a mapping with keys 'weight' and 'bias')",
+                        argument="probe")
     weight, bias = _probe_array("weight", weight), np.atleast_1d(_probe_array("bias", bias))
     if transposed:
         if weight.ndim != 2 or weight.shape[1] != target_width:
             kind = "torch.nn.Linear weight" if isinstance(probe, torch.nn.Linear) else "coef_"
-            raise ValueError(f"probe {kind} has shape {weight.shape}; expected (C, D_target) = (C, {target_width}) "
-                             "(nn.Linear(D_target, C): logits = target @ weight.T + bias)")
+            raise DataError(f"probe {kind} has shape {weight.shape}; expected (C, D_target) = (C, {target_width}) "
+                             "(nn.Linear(D_target, C): logits = target @ weight.T + bias)", argument="probe")
         weight = weight.T
     if weight.ndim == 1 or (weight.ndim == 2 and weight.shape[1] == 1):  # binary logistic: logits (0, z)
         if bias.size != 1:
-            raise ValueError(f"probe bias has shape {bias.shape}; a binary logistic probe (weight of shape "
-                             f"{weight.shape}) has one bias value")
+            raise DataError(f"probe bias has shape {bias.shape}; a binary logistic probe (weight of shape "
+                             f"{weight.shape}) has one bias value", argument="probe")
         weight = np.column_stack([np.zeros(weight.shape[0]), weight.reshape(weight.shape[0])])
         bias = np.concatenate([[0.0], bias.reshape(-1)])
     if weight.ndim != 2 or weight.shape[0] != target_width:
-        raise ValueError(f"probe weight has shape {weight.shape}; expected (D_target, C) = ({target_width}, C) with "
+        raise DataError(f"probe weight has shape {weight.shape}; expected (D_target, C) = ({target_width}, C) with "
                          "logits target @ weight + bias (a torch.nn.Linear or a scikit-learn classifier is oriented by "
-                         "its type: pass the object itself)")
+                         "its type: pass the object itself)", argument="probe")
     if weight.shape[1] < 2:
-        raise ValueError(f"probe weight has shape {weight.shape}: {weight.shape[1]} classes; a classifier needs "
-                         "C >= 2 classes (or a (D_target,) weight for a binary logistic one)")
+        raise DataError(f"probe weight has shape {weight.shape}: {weight.shape[1]} classes; a classifier needs "
+                         "C >= 2 classes (or a (D_target,) weight for a binary logistic one)", argument="probe")
     if bias.shape != (weight.shape[1],):
-        raise ValueError(f"probe bias has shape {bias.shape}; expected ({weight.shape[1]},), one entry per class")
+        raise DataError(f"probe bias has shape {bias.shape}; expected ({weight.shape[1]},), one entry per class",
+                        argument="probe")
     if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
-        raise ValueError("probe weight or bias holds NaN/inf values; pass a finite classifier")
+        raise DataError("probe weight or bias holds NaN/inf values; pass a finite classifier", argument="probe")
     return np.ascontiguousarray(weight), np.ascontiguousarray(bias)
 
 
@@ -406,9 +419,9 @@ def _probe_parts(probe: Any) -> tuple[Any, Any, bool]:
         return probe.weight, probe.bias, False
     if isinstance(probe, (tuple, list)) and len(probe) == 2:
         return probe[0], probe[1], False
-    raise ValueError("probe must be a torch.nn.Linear, a scikit-learn linear classifier (coef_, intercept_) or "
+    raise DataError("probe must be a torch.nn.Linear, a scikit-learn linear classifier (coef_, intercept_) or "
                      "(weight, bias): weight (D_target, C) and bias (C,), logits = target @ weight + bias; got "
-                     f"{type(probe).__name__}")
+                     f"{type(probe).__name__}", argument="probe")
 
 
 def _probe_array(part: str, value: Any) -> np.ndarray:
@@ -422,8 +435,8 @@ def _probe_array(part: str, value: Any) -> np.ndarray:
                 raise TypeError(f"dtype {array.dtype}")
             return np.array(array, dtype=np.float64)
     except Exception as error:
-        raise ValueError(f"probe {part} cannot be read as an array of real numbers ({_first_line(error)}); pass "
-                         "numbers (numpy arrays or torch tensors)") from None
+        raise DataError(f"probe {part} cannot be read as an array of real numbers ({_first_line(error)}); pass "
+                         "numbers (numpy arrays or torch tensors)", argument="probe") from None
 
 
 def check_logits(weight: np.ndarray, bias: np.ndarray, target: Representation, inverse_temperature: float) -> None:

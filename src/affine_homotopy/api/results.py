@@ -14,14 +14,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ..errors import ConvergenceWarning, NumericalError
+from ..core.interval import Interval
+from ..errors import ConvergenceWarning, DataError, NumericalError
 
 
-def warn_unconverged(what: str, gap: float, relative_gap: float, tol: float, max_iter: int) -> None:
+def warn_unconverged(what: str, gap: float, relative_gap: float, tol: float, max_iter: int,
+                     stacklevel: int = 4) -> None:
     warnings.warn(
         f"{what}: the certified interval did not reach tol = {tol:g} within max_iter = {max_iter}: gap {gap:.3g} "
         f"(relative {relative_gap:.3g}). The value is still an upper bound attained by a map; raise max_iter "
-        "for a tighter interval.", ConvergenceWarning, stacklevel=4,
+        "for a tighter interval.", ConvergenceWarning, stacklevel=stacklevel,
     )
 
 
@@ -31,20 +33,19 @@ class DAffResult:
 
     Attributes
     ----------
-    upper : float
-        The reported ``d_aff``: the largest residual ``max_n ||y_n - psi(x_n)||_2`` of the best
-        affine map found (:meth:`transform` applies it), so the true minimum is at most this.
-        ``float(result)`` is this value; the workflow's ``d_aff.csv`` holds the same number.
-    lower : float
-        A certified lower bound of the minimum (``d_aff_lower.csv``); ``0 <= lower <= upper``.
-    gap : float
-        ``upper - lower`` (absolute, in the target's units); :attr:`relative_gap` is ``gap / upper``.
-    converged : bool
-        Whether the solver's stopping test held, ``upper - lower <= tol * upper + atol`` (``atol``
-        = 10 eps(float32) times the target's largest centred row norm, the float32 rounding
-        level); False when it stopped at ``max_iter`` first.
-    iterations : int
-        Weighted least-squares fits the solver used.
+    interval : Interval
+        The certified value (:class:`affine_homotopy.core.interval.Interval`, the type of every
+        certified distance): the minimum lies in ``[lower, upper]``; ``stop`` is ``"tol"`` or
+        ``"max_iter"``, ``within_tol`` whether the solver's stopping test held, ``upper - lower <=
+        tol * upper + atol`` (``atol`` = 10 eps(float32) times the target's largest centred row
+        norm, the float32 rounding level), ``solver`` and ``iterations`` (weighted least-squares fits)
+        what produced it.
+    upper, lower, gap, relative_gap, converged, iterations
+        Read from :attr:`interval`: ``upper`` is the reported ``d_aff``, the largest residual
+        ``max_n ||y_n - psi(x_n)||_2`` of the best affine map found (:meth:`transform` applies it;
+        ``float(result)`` and the workflow's ``d_aff.csv`` give the same number); ``lower`` a
+        certified lower bound (``d_aff_lower.csv``), ``0 <= lower <= upper``; ``converged`` is
+        ``interval.within_tol``.
     weights : ndarray, shape (N,)
         Solver weights on the simplex; the weighted least-squares fit with these weights is the map
         attaining ``upper`` (:func:`affine_homotopy.core.intrinsic.affine_map`). The examples with the
@@ -59,10 +60,7 @@ class DAffResult:
         Numerical ranks of the centred representations (the rank rule).
     """
 
-    upper: float
-    lower: float
-    converged: bool
-    iterations: int
+    interval: Interval
     weights: np.ndarray = field(repr=False)
     tol: float = field(repr=False)
     max_iter: int = field(repr=False)
@@ -77,12 +75,28 @@ class DAffResult:
     _precision: torch.dtype | None = field(default=None, repr=False)
 
     @property
+    def upper(self) -> float:
+        return self.interval.upper
+
+    @property
+    def lower(self) -> float:
+        return self.interval.lower
+
+    @property
+    def converged(self) -> bool:
+        return self.interval.within_tol
+
+    @property
+    def iterations(self) -> int:
+        return self.interval.iterations
+
+    @property
     def gap(self) -> float:
-        return self.upper - self.lower
+        return self.interval.gap
 
     @property
     def relative_gap(self) -> float:
-        return self.gap / self.upper if self.upper > 0 else 0.0
+        return self.interval.relative_gap
 
     def __float__(self) -> float:
         return self.upper
@@ -149,13 +163,13 @@ def _rows(name: str, X: Any, width: int) -> np.ndarray:
             raise TypeError(f"dtype {x.dtype}")
         x = x.astype(np.float64)
     except Exception as error:
-        raise ValueError(f"{name} cannot be read as an array of real numbers ({str(error).splitlines()[0]}); pass "
-                         f"(M, {width}) rows of the source's representations") from None
+        raise DataError(f"{name} cannot be read as an array of real numbers ({str(error).splitlines()[0]}); pass "
+                         f"(M, {width}) rows of the source's representations", argument=name) from None
     if x.ndim not in (1, 2) or x.shape[-1] != width:
-        raise ValueError(f"{name} has shape {x.shape}; the map takes rows of the source's "
-                         f"D = {width} dimensions, (M, {width})")
+        raise DataError(f"{name} has shape {x.shape}; the map takes rows of the source's "
+                         f"D = {width} dimensions, (M, {width})", argument=name)
     if not np.isfinite(x).all():
-        raise ValueError(f"{name} holds NaN/inf values; pass finite rows")
+        raise DataError(f"{name} holds NaN/inf values; pass finite rows", argument=name)
     return x
 
 
@@ -215,11 +229,16 @@ class DPsiResult:
 
     Attributes
     ----------
-    value : float
-        ``min over affine psi of max_n ||softmax(lam * probe(target_n)) - softmax(psi(source_n))||_2``,
-        in [0, sqrt(2)]: attained by an actual map, so an upper bound of the minimum. For a two-class
-        probe it is certified: ``lower <= minimum <= value`` with ``value - lower <= 1e-3 * value``
-        (or ``value <= 1e-6``, an exact fit).
+    interval : Interval
+        The value (:class:`affine_homotopy.core.interval.Interval`, the type of every certified
+        distance): ``upper`` is ``min over affine psi of max_n ||softmax(lam * probe(target_n)) -
+        softmax(psi(source_n))||_2``, in [0, sqrt(2)], attained by an actual map. For a two-class
+        probe ``lower`` certifies it, ``upper - lower <= 1e-3 * upper`` (or ``upper <= 1e-6``, an
+        exact fit); for more classes ``lower`` is NaN: no certificate. ``stop``, ``iterations`` (LPs)
+        and ``solver`` say how it was found.
+    value, lower, certified
+        Read from :attr:`interval`: ``value`` is ``upper``; ``certified`` whether ``lower`` is a
+        certificate (not NaN).
     bound : float
         Lemma 5.2's bound ``(lam / 2) * ||W||_2 * d_aff(source -> target)``; ``value <= bound``.
     d_aff : DAffResult
@@ -227,19 +246,24 @@ class DPsiResult:
     winning_start : str
         Which start map was best before refinement or the LP (``composed``, ``least_squares``,
         ``soft_label``).
-    lower : float
-        A lower bound of the minimum: the certified one for two classes; 0 (the trivial bound) for
-        more classes, where no certificate exists (``certified`` False).
-    certified : bool
-        Whether ``lower`` is a certificate (two-class probes).
     """
 
-    value: float
+    interval: Interval
     bound: float
     d_aff: DAffResult
     winning_start: str
-    lower: float = 0.0
-    certified: bool = False
+
+    @property
+    def value(self) -> float:
+        return self.interval.upper
+
+    @property
+    def lower(self) -> float:
+        return self.interval.lower
+
+    @property
+    def certified(self) -> bool:
+        return self.interval.certified
 
     def __float__(self) -> float:
         return self.value

@@ -4,7 +4,9 @@ Subcommands: ``distance`` (measures of SOURCE mapped onto TARGET), ``pairwise`` 
 K files) and ``d_psi`` (SOURCE mapped onto TARGET through a classifier of TARGET). Files and probes:
 :mod:`affine_homotopy.cli.files`. stdout carries only the result (text, or JSON with ``--json``);
 notes, progress and the solvers' own output go to stderr. Bad input ends with one line on stderr
-and exit status 2, a value that cannot be computed with status 3.
+and exit status 2, a value that cannot be computed with status 3. An error names the option or file
+it is about, read from the library error's ``argument`` field (:mod:`affine_homotopy.errors`), never
+from its text. Rows and columns are labelled by file name; a file given twice gets ``name (2)``.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ examples:
   affine-homotopy distance train.npy other.npy --layer layer6   # one layer of a workflow embedding file
 
 direction: the first file is mapped onto the second (d_aff(source=G, target=H) is the paper's d_Aff(H, G));
-in a table, cell (i, j) is row i mapped onto column j. Exit status: 0 done, 2 bad input, 3 a value that
-cannot be computed."""
+in a table, cell (i, j) is row i mapped onto column j. Labels are the file names (a file given twice:
+A and A (2)). Exit status: 0 done, 2 bad input, 3 a value that cannot be computed."""
 
 
 def _version() -> str:
@@ -92,19 +94,6 @@ def _finite(name: str, value: float) -> float:
     return value
 
 
-@contextlib.contextmanager
-def _files_named(**files: str) -> Iterator[None]:
-    """The library names its arguments ``source`` and ``target``: add the files they came from."""
-    try:
-        yield
-    except (ValueError, FloatingPointError) as error:
-        text = str(error)
-        for role, path in files.items():
-            if text.startswith(role + " "):
-                error.args = (f"{role} ({path}){text[len(role):]}",)
-        raise
-
-
 # ---------------------------------------------------------------------------------------------
 # options
 
@@ -128,19 +117,20 @@ def _settings(args: argparse.Namespace, iterative: bool = True) -> dict[str, Any
 
 
 def _names(specs: Sequence[str], given: str | None) -> list[str]:
+    """``--names``, else each file's stem (the full spec where stems collide); the k-th repeat of a label
+    becomes ``label (k)``, so a file compared with itself needs no ``--names``."""
     if given is not None:
         names = [n.strip() for n in given.split(",")]
         if len(names) != len(specs) or len(set(names)) != len(names) or not all(names):
             raise InputError(f"--names {given!r}: need {len(specs)} distinct comma-separated names, one per file")
         return names
     stems = [split_key(s)[0].stem + (f":{split_key(s)[1]}" if split_key(s)[1] else "") for s in specs]
-    if len(set(stems)) == len(stems):
-        return stems
-    if len(set(specs)) < len(specs):
-        twice = sorted({s for s in specs if list(specs).count(s) > 1})
-        raise InputError(f"{', '.join(twice)} given more than once: a table's rows need distinct labels; pass "
-                         f"--names with {len(specs)} distinct comma-separated names, one per file")
-    return list(specs)
+    labels = stems if len(set(stems)) == len(set(specs)) else list(specs)
+    seen: dict[str, int] = {}
+    for k, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        labels[k] = label if seen[label] == 1 else f"{label} ({seen[label]})"
+    return labels
 
 
 def _print_json(payload: dict[str, Any]) -> None:
@@ -168,10 +158,9 @@ def _distance(args: argparse.Namespace) -> None:
     measures = _measure_list(args.measure)
     x, y, source_name, target_name = _pair_inputs(args)
     settings = _settings(args)
-    with _stdout_to_stderr(), _files_named(source=args.source, target=args.target):
-        result = api.d_aff(x, y, **settings) if "d_aff" in measures else None
-        rest = [m for m in measures if m != "d_aff"]
-        values = api.distances(x, y, rest, **settings) if rest else {}
+    with _stdout_to_stderr():
+        values = api.distances(x, y, measures, **settings)
+    result = values.get("d_aff")
     entries: dict[str, dict[str, Any]] = {}
     for measure in measures:
         if measure == "d_aff":
@@ -180,7 +169,7 @@ def _distance(args: argparse.Namespace) -> None:
                                 "iterations": result.iterations, "source_rank": result.source_rank,
                                 "target_rank": result.target_rank}
         else:
-            entries[measure] = {"value": _finite(measure, values[measure]), "symmetric": measure in SYMMETRIC}
+            entries[measure] = {"value": _finite(measure, float(values[measure])), "symmetric": measure in SYMMETRIC}
     if args.json:
         _print_json({"command": "distance", "source": args.source, "target": args.target,
                      "convention": "source mapped onto target; d_aff(source=G, target=H) is the paper's d_Aff(H, G)",
@@ -258,13 +247,14 @@ def _d_psi(args: argparse.Namespace) -> None:
 
     x, y, source_name, target_name = _pair_inputs(args)
     probe = read_probe(args.probe, int(y.shape[1]))
-    with _stdout_to_stderr(), _files_named(source=args.source, target=args.target):
+    with _stdout_to_stderr():
         result = api.d_psi(x, y, probe, inverse_temperature=args.inverse_temperature, **_settings(args))
     value, bound = _finite("d_psi", result.value), _finite("bound", result.bound)
     if args.json:
         _print_json({"command": "d_psi", "source": args.source, "target": args.target, "probe": args.probe,
                      "convention": "source mapped onto target through the target's probe",
-                     "value": value, "interval": [result.lower, value], "certified": result.certified,
+                     "value": value, "interval": [result.lower if result.certified else None, value],
+                     "certified": result.certified,
                      "bound": bound, "d_aff": result.d_aff.upper, "winning_start": result.winning_start,
                      "settings": {**_settings(args), "inverse_temperature": args.inverse_temperature,
                                   "layer": args.layer}, "version": _version()})
@@ -345,17 +335,21 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-# the library's argument names, as the command's options (a message that starts with one names the option)
+# the library's argument names, as the command's options
 FLAGS = {"tol": "--tol", "max_iter": "--max-iter", "rank_multiplier": "--rank-multiplier", "dtype": "--dtype",
-         "device=": "--device", "inverse_temperature": "--inverse-temperature"}
+         "device": "--device", "inverse_temperature": "--inverse-temperature"}
 
 
-def _message(error: BaseException) -> str:
-    text = str(error)
-    for name, flag in FLAGS.items():
-        if text.startswith(name if name.endswith("=") else name + " "):
-            return f"{flag}: {text}"
-    return text
+def _message(error: BaseException, args: argparse.Namespace) -> str:
+    """The error's text, led by the option or file its ``argument`` field names (the library's ``source``
+    and ``target`` are the command's files)."""
+    argument = getattr(error, "argument", None)
+    files = {role: getattr(args, role, None) for role in ("source", "target")}
+    if argument in FLAGS:
+        return f"{FLAGS[argument]}: {error}"
+    if files.get(argument):
+        return f"{files[argument]}: {error}"
+    return str(error)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -372,10 +366,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args.run(args)
         except (NumericalError, _Failure) as error:
-            print(f"{PROG}: error: {error}", file=sys.stderr)
+            print(f"{PROG}: error: {_message(error, args)}", file=sys.stderr)
             return 3
         except (InputError, AffineHomotopyError, ValueError, OSError) as error:
-            print(f"{PROG}: error: {_message(error)}", file=sys.stderr)
+            print(f"{PROG}: error: {_message(error, args)}", file=sys.stderr)
             return 2
     if getattr(args, "progress", None):
         print(f"{PROG}: done in {time.monotonic() - started:.1f} s", file=sys.stderr)

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .linalg import DTYPES, Factors, WeightedLeastSquares, factorise, float32_floor, thin_svd
-from .minimax import DEFAULT_MEMORY, DEFAULT_SOLVER, SOLVERS, MinimaxResult, minimax_fit
+from .interval import Interval
+from .linalg import Factors, WeightedLeastSquares, factorise, float32_floor, thin_svd
+from .minimax import DEFAULT_MEMORY, DEFAULT_SOLVER, MinimaxResult, check_solver, minimax_fit
 from .measures import BASELINES, D_AFF_FAMILY, INTRINSIC_MEASURES
 from .pairs import PairPlan, PhaseClock, plan_pairs
 
@@ -31,7 +31,8 @@ SVCCA_VARIANCE = 0.99
 
 @dataclass
 class IntrinsicSettings:
-    """Settings of the intrinsic engine, built from a study config by :meth:`from_config`."""
+    """Settings of the intrinsic engine (a study's config becomes these in
+    :func:`affine_homotopy.study.settings.intrinsic_settings`)."""
 
     tol: float = 1e-3
     max_iter: int = 1000
@@ -47,21 +48,20 @@ class IntrinsicSettings:
     iterate_dtype: torch.dtype | None = None  # e.g. float32: faster iterations, bounds certified in dtype
     working_set: bool = True  # large N: solve on a working set of rows, checked on all (minimax.working_set_fit)
 
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], device: torch.device | str = "cpu",
-                    **overrides: Any) -> "IntrinsicSettings":
-        """Settings of a validated study config (its ``intrinsic`` section; ``threads`` sets how a job
-        runs, not what it computes, and is not read). ``overrides``: fields the caller sets instead,
-        e.g. ``keep_weights``, or the rank-deficiency grid's own ``tol`` and ``max_iter``."""
-        section = config["intrinsic"]
-        options = dict(
-            tol=section["tol"], max_iter=section["max_iter"], rank_multiplier=section["rank_multiplier"],
-            solver=section["solver"], lawson_power=section["lawson_power"],
-            anderson_memory=section["anderson_memory"], block_mb=section["block_mb"],
-            dtype=DTYPES[section["dtype"]], iterate_dtype=DTYPES[section["iterate_dtype"]], device=device,
-            measures=tuple(section["measures"]), working_set=section["working_set"],
-        )
-        return cls(**{**options, **overrides})
+    def __post_init__(self) -> None:
+        """A ConfigError naming the first field out of range (its ``argument``), before any work."""
+        check_solver(self.solver)
+        checks = (("tol", self.tol > 0, "a positive relative gap"), ("max_iter", self.max_iter >= 1, "at least 1"),
+                  ("rank_multiplier", self.rank_multiplier > 0, "positive"),
+                  ("anderson_memory", self.anderson_memory >= 0, "at least 0"))
+        for name, ok, needed in checks:
+            if not ok:
+                raise ConfigError(f"{name} must be {needed}, got {getattr(self, name)!r}", argument=name,
+                                  value=getattr(self, name))
+        unknown = [m for m in self.measures if m not in MEASURES]
+        if unknown:
+            raise ConfigError(f"measures {list(self.measures)} names unknown measure(s) {unknown}; choose from "
+                              f"{', '.join(MEASURES)}", argument="measures", value=self.measures)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,6 +84,8 @@ class IntrinsicResult:
     converged: np.ndarray | None = None
     lin_iterations: np.ndarray | None = None  # (K, K) as `iterations`, for d_lin (None unless computed)
     lin_converged: np.ndarray | None = None  # (K, K) as `converged`, for d_lin
+    # measure ("d_aff", "d_lin") -> {(i, j): the pair's certified interval}, for the pairs computed
+    intervals: dict[str, dict[tuple[int, int], Interval]] = field(default_factory=dict)
 
 
 def _pad_columns(blocks: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -163,9 +165,6 @@ def pairwise_intrinsic(
     ``settings.device``), all with the same rows.
     """
     settings = settings or IntrinsicSettings()
-    if settings.solver not in SOLVERS:
-        raise ConfigError(f"unknown minimax solver {settings.solver!r} (config key 'intrinsic.solver'); "
-                          f"choose one of {sorted(SOLVERS)}")
     names = list(names) if names is not None else [str(k) for k in range(len(representations))]
     plan = plan_pairs(representations, pairs)
     lin = "d_lin" in settings.measures
@@ -208,6 +207,7 @@ class _PairTables:
     converged: np.ndarray
     lin_iterations: np.ndarray
     lin_converged: np.ndarray
+    intervals: dict[str, dict[tuple[int, int], Interval]] = field(default_factory=lambda: {"d_aff": {}, "d_lin": {}})
 
     @classmethod
     def empty(cls, count: int, n: int, keep_weights: bool) -> "_PairTables":
@@ -219,13 +219,17 @@ class _PairTables:
             lin_iterations=np.zeros((count, count), dtype=int), lin_converged=np.ones((count, count), dtype=bool),
         )
 
+    def _add_intervals(self, measure: str, i: int, block: list[int], result: MinimaxResult, iterations: np.ndarray,
+                       converged: np.ndarray) -> None:
+        for k, j in enumerate(block):
+            interval = self.intervals[measure][i, j] = result.interval(k)
+            self.matrices[measure][i, j], self.matrices[f"{measure}_lower"][i, j] = interval.upper, interval.lower
+            iterations[i, j], converged[i, j] = interval.iterations, interval.within_tol
+
     def add_d_aff(self, i: int, fi: Factors, block: list[int], result: MinimaxResult) -> None:
         matrices = self.matrices
-        matrices["d_aff"][i, block] = result.upper.cpu().numpy()
-        matrices["d_aff_lower"][i, block] = result.lower.cpu().numpy()
+        self._add_intervals("d_aff", i, block, result, self.iterations, self.converged)
         matrices["d_aff_ls"][i, block] = result.least_squares.cpu().numpy()
-        self.iterations[i, block] = result.iterations.cpu().numpy()
-        self.converged[i, block] = result.converged.cpu().numpy()
         if self.weights is not None:
             self.weights[i, block] = result.weights.double().cpu().numpy()
         # linear part in original coordinates: V_i diag(1/s_i) C V_j^T -> ||diag(1/s_i) C||_2
@@ -234,10 +238,7 @@ class _PairTables:
             matrices["psi_norm"][i, block] = torch.linalg.matrix_norm(linear, ord=2).cpu().numpy()
 
     def add_d_lin(self, i: int, block: list[int], result: MinimaxResult) -> None:
-        self.matrices["d_lin"][i, block] = result.upper.cpu().numpy()
-        self.matrices["d_lin_lower"][i, block] = result.lower.cpu().numpy()
-        self.lin_iterations[i, block] = result.iterations.cpu().numpy()
-        self.lin_converged[i, block] = result.converged.cpu().numpy()
+        self._add_intervals("d_lin", i, block, result, self.lin_iterations, self.lin_converged)
 
     def result(self, names: list[str], plan: PairPlan, factors: Sequence[Factors | None], dims: np.ndarray,
                settings: IntrinsicSettings, seconds: dict[str, float]) -> IntrinsicResult:
@@ -259,6 +260,7 @@ class _PairTables:
             dims=dims, iterations=self.iterations, seconds=seconds, weights=self.weights, solver=settings.solver,
             converged=self.converged, lin_iterations=self.lin_iterations if lin else None,
             lin_converged=self.lin_converged if lin else None,
+            intervals={m: pairs for m, pairs in self.intervals.items() if m in computed},
         )
 
 
@@ -320,7 +322,7 @@ def missed_tol_warning(result: IntrinsicResult, tol: float, max_iter: int) -> st
     return (", ".join(f"{c} of {int(off.sum())} {name} pairs" for name, c in counts.items())
             + f" stopped at max_iter = {max_iter} ({result.solver} solver) without reaching the certified gap "
             f"tol = {tol:g}; their intervals are still certified but wider (d_aff_solver.csv: columns converged, "
-            "d_lin_converged). Raise intrinsic.max_iter or tol to remove this warning.")
+            "d_lin_converged). Raise max_iter or tol to remove this warning.")
 
 
 def _solve_blocks(

@@ -1,26 +1,23 @@
 """The measure registry: one record per measure, read by the engine, the API, the CLI, the analysis and the rules.
 
 Every measure has a ``name`` (also its CSV file stem), a ``family`` (``intrinsic``: the paper's
-affine-map distances; ``baseline``: the representation-similarity baselines of Table 1;
+affine-map distances; ``baseline``: the representation-similarity baselines (CCA family, CKA,
+Procrustes);
 ``extrinsic``: the classifier-level distances), whether it is ``symmetric`` (the same value both
 ways for any pair), a plain-text ``label`` (Markdown, figures), a ``latex`` label (the LaTeX
 table) and the measure it is computed with (``companion_of``: ``d_aff_lower``, ``d_aff_ls``,
 ``d_aff_msd`` and ``psi_norm`` are by-products of the ``d_aff`` solve and come with it).
 
-The intrinsic stage runs the measures chosen by the config key ``intrinsic.measures``
-(:func:`check_measure_selection` validates it, and what the analysis asks for, before any job);
-:func:`stage_outputs` is what the stage then writes. The extrinsic stage likewise runs those of
-``extrinsic.measures`` (:func:`check_extrinsic_selection`; :func:`extrinsic_outputs` is what it
-writes). Plain data and no heavy imports, so that loading the Snakefile stays fast.
+:func:`stage_outputs` is what the intrinsic engine writes for a selection of measures, and
+:func:`extrinsic_outputs` what the extrinsic engine writes (a study selects them:
+:mod:`affine_homotopy.study.selection`). Plain data and no heavy imports, so that loading the
+Snakefile stays fast.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -70,16 +67,9 @@ SYMMETRIC: frozenset[str] = frozenset(m.name for m in MEASURE_RECORDS if m.symme
 # measures computed with d_aff's solve (the map, its interval and its least-squares start)
 D_AFF_FAMILY: tuple[str, ...] = ("d_aff", *(m.name for m in MEASURE_RECORDS if m.companion_of == "d_aff"))
 BASELINES: tuple[str, ...] = tuple(m.name for m in MEASURE_RECORDS if m.family == "baseline") + ("d_iso",)
-# what intrinsic.measures selects: every intrinsic measure that is not a companion of another
+# the intrinsic measures one can select: every one that is not a companion of another
 SELECTABLE: tuple[str, ...] = tuple(m.name for m in MEASURE_RECORDS
                                     if m.family in ("intrinsic", "baseline") and m.companion_of is None)
-# the intrinsic stage's default: everything Table 1 and Figures 1-4 need; d_lin (not in the paper's
-# tables, and the dearest measure) is opt-in
-DEFAULT_SELECTION: tuple[str, ...] = tuple(m for m in SELECTABLE if m != "d_lin")
-# the extrinsic stage's default (extrinsic.measures): what the paper's Table 1 correlates, d_psi' and
-# d^H_V over random-label probes, and d_worst_search (our searched worst case, at its default budget
-# within 10x d_psi's CPU time per pair: docs/performance.md)
-EXTRINSIC_DEFAULT_SELECTION: tuple[str, ...] = ("d_psi", "d_worst", "d_worst_search")
 # what each extrinsic measure adds to the files extrinsic/<task>/<layer>/<name>.csv: its values, its
 # certified lower bounds (NaN where there is no certificate) and, for d_psi and d_worst, Lemma 5.2's
 # bound over the classifiers it evaluates (the search's classifiers stay in d_worst's ball: bound_worst)
@@ -102,52 +92,6 @@ def stage_outputs(selection: Iterable[str]) -> tuple[str, ...]:
                  and (m.name in chosen or m.companion_of in chosen))
 
 
-def unknown_measure_error(key: str, value: Any, unknown: Sequence[str], known: Sequence[str]) -> ConfigError:
-    return ConfigError(f"config key '{key}' = {list(value)} names unknown measure(s) {list(unknown)}. Fix: "
-                       f"choose from {', '.join(known)}.")
-
-
-def check_measure_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """Validate ``intrinsic.measures`` and what the analysis needs of it; returns the stage's outputs.
-
-    A ConfigError (before any job) names the key, the value and the fix when a name is unknown,
-    when ``d_aff`` is missing (the extrinsic stage, Lemma 5.2's bound and Figures 1-4 need its
-    maps), or when ``analysis.intrinsic_measures`` (Table 1's columns) asks for a measure the
-    stage does not compute.
-    """
-    selection = list(config.get("intrinsic", {}).get("measures", DEFAULT_SELECTION))
-    unknown = [m for m in selection if m not in SELECTABLE]
-    if unknown:
-        companions = [m for m in unknown if m in MEASURES and MEASURES[m].companion_of]
-        note = (f" ({', '.join(companions)} come with {MEASURES[companions[0]].companion_of}: list that instead)"
-                if companions else "")
-        raise ConfigError(f"config key 'intrinsic.measures' = {selection} names unknown measure(s) {unknown}"
-                          f"{note}. Fix: choose from {', '.join(SELECTABLE)}.")
-    if "d_aff" not in selection:
-        raise ConfigError(f"config key 'intrinsic.measures' = {selection} lacks d_aff, which the extrinsic stage "
-                          "(its maps start d_psi and enter Lemma 5.2's bound), the rank analysis, the preorder and "
-                          "Figures 1-4 need. Fix: add d_aff to intrinsic.measures.")
-    outputs = stage_outputs(selection)
-    wanted = list(config.get("analysis", {}).get("intrinsic_measures", []))
-    unknown = [m for m in wanted if m not in INTRINSIC_MEASURES]
-    if unknown:
-        raise unknown_measure_error("analysis.intrinsic_measures", wanted, unknown, INTRINSIC_MEASURES)
-    missing = [m for m in wanted if m not in outputs]
-    if missing:
-        raise ConfigError(
-            f"config key 'analysis.intrinsic_measures' = {wanted} asks Table 1 for {missing}, but config key "
-            f"'intrinsic.measures' = {selection} does not compute {'it' if len(missing) == 1 else 'them'}. Fix: add "
-            f"{', '.join(sorted({MEASURES[m].companion_of or m for m in missing}))} to intrinsic.measures, or drop "
-            f"{', '.join(missing)} from analysis.intrinsic_measures.")
-    return outputs
-
-
-def extrinsic_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The extrinsic measures a (checked) config selects, in registry order (``extrinsic.measures``)."""
-    chosen = set(config.get("extrinsic", {}).get("measures", EXTRINSIC_DEFAULT_SELECTION))
-    return tuple(m for m in EXTRINSIC_MEASURES if m in chosen)
-
-
 def extrinsic_outputs(selection: Iterable[str]) -> tuple[str, ...]:
     """The matrices (file stems under ``extrinsic/<task>/<layer>/``) the extrinsic stage writes for a
     selection: ``d_psi``, ``d_psi_lower`` and ``bound`` always; ``d_worst``, ``d_worst_lower`` and
@@ -156,38 +100,3 @@ def extrinsic_outputs(selection: Iterable[str]) -> tuple[str, ...]:
     chosen = {"d_psi", *selection}
     files = {name for measure in chosen for name in EXTRINSIC_FILES.get(measure, ())}
     return tuple(name for name in EXTRINSIC_MATRICES if name in files)
-
-
-def random_classifiers_needed(config: Mapping[str, Any]) -> int:
-    """Random-label probes per encoder and layer that the probe jobs fit: ``extrinsic.n_random_classifiers``
-    when ``extrinsic.measures`` selects ``d_worst`` (the only measure that evaluates them; the search
-    starts from its classifiers), else 0."""
-    extrinsic = config.get("extrinsic", {})
-    return int(extrinsic.get("n_random_classifiers", 0)) if "d_worst" in extrinsic_selection(config) else 0
-
-
-def check_extrinsic_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """Validate ``extrinsic.measures``; returns the selected measures in registry order.
-
-    A ConfigError (before any job) names the key, the value and the fix when a name is unknown, when
-    ``d_psi`` is missing (Lemma 5.2's bound, Figure 2's fits and the diagnostics are built on it), or
-    when ``d_worst_search`` comes without ``d_worst`` (the search starts from d_worst's classifiers).
-    """
-    selection = list(config.get("extrinsic", {}).get("measures", EXTRINSIC_DEFAULT_SELECTION))
-    unknown = [m for m in selection if m not in EXTRINSIC_MEASURES]
-    if unknown:
-        companions = [m for m in unknown if m in EXTRINSIC_MATRICES]
-        note = (f" ({', '.join(companions)} {'is a file' if len(companions) == 1 else 'are files'} the stage writes "
-                "with its measure: list the measure instead)" if companions else "")
-        raise ConfigError(f"config key 'extrinsic.measures' = {selection} names unknown measure(s) {unknown}{note}. "
-                          f"Fix: choose from {', '.join(EXTRINSIC_MEASURES)}.")
-    if "d_psi" not in selection:
-        raise ConfigError(f"config key 'extrinsic.measures' = {selection} lacks d_psi, which Lemma 5.2's bound "
-                          "(bound.csv), Figure 2, the diagnostics and the extrinsic summary are built on. Fix: add "
-                          "d_psi to extrinsic.measures.")
-    if "d_worst_search" in selection and "d_worst" not in selection:
-        raise ConfigError(f"config key 'extrinsic.measures' = {selection} selects d_worst_search without d_worst: "
-                          "the worst-case search starts from the worst of d_worst's classifiers (the task probe "
-                          "and the random-label probes). Fix: add d_worst to extrinsic.measures, or drop "
-                          "d_worst_search.")
-    return extrinsic_selection(config)

@@ -180,7 +180,7 @@ def fit_softmax_probe(
     rank_multiplier: float = 5.0,
 ) -> SoftmaxProbe:
     """Fit a probe on (X, y); see the module docstring for the conventions. ``rank_multiplier``: the
-    rank rule's (the config's ``intrinsic.rank_multiplier``), for the columns that are rounding noise
+    rank rule's ``n`` (as for ``d_aff``), for the columns that are rounding noise
     (:func:`_standardise`)."""
     X = np.asarray(X, dtype=np.float64)
     # a copy: labels read from a parquet table are a read-only view, which torch.from_numpy warns about
@@ -299,16 +299,7 @@ def fit_random_probes_sgd(
     ``l2 / 2 * ||W||_F^2`` (weight decay; 0 as in the paper). A run whose weights become
     non-finite counts as accuracy -1 and is never chosen when another learning rate is finite.
     """
-    X = np.asarray(X)
-    if not X.flags.writeable:  # e.g. memory-mapped embeddings: torch.as_tensor warns on read-only arrays
-        X = np.array(X)
-    Y = np.array(Y, dtype=np.int64)
-    if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
-    if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
-        raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}")
-    if not learning_rates or min(learning_rates) <= 0 or epochs < 1 or batch_size < 1:
-        raise ValueError("learning rates must be positive, epochs and batch size at least 1")
+    X, Y = _sgd_inputs(X, Y, n_classes, learning_rates, epochs, batch_size)
     n, dim = X.shape
     heads, rates = Y.shape[1], len(learning_rates)
     runs = heads * rates  # run g: learning rate g // heads, labels of head g % heads
@@ -322,31 +313,14 @@ def fit_random_probes_sgd(
     step = torch.tensor(learning_rates, dtype=dtype, device=device).repeat_interleave(heads)  # (runs,)
     step_columns = step.repeat_interleave(n_classes)  # (runs * C,)
     generator = torch.Generator().manual_seed(seed)
-    run_index = torch.arange(runs, device=device)[None, :]
     for epoch in range(epochs):
         order = torch.randperm(n, generator=generator).to(device)
-        for start in range(0, n, batch_size):
-            index = order[start : start + batch_size]
-            batch = Xt[index]
-            probs = torch.softmax((batch @ weight + bias).reshape(-1, runs, n_classes), dim=2)
-            rows = torch.arange(len(index), device=device)[:, None]
-            probs[rows, run_index, labels[index]] -= 1.0  # d(cross entropy)/d(logits)
-            grad = probs.reshape(len(index), -1) / len(index)
-            grad_weight = batch.T @ grad
-            if l2:
-                grad_weight += l2 * weight
-            weight -= step_columns * grad_weight
-            bias -= step_columns * grad.sum(dim=0)
+        _sgd_epoch(Xt, labels, weight, bias, step_columns, l2, batch_size, order)
         if progress:
             log.info("random-label probes: epoch %d/%d", epoch + 1, epochs)
     W = weight.reshape(dim, runs, n_classes).permute(1, 0, 2).reshape(rates, heads, dim, n_classes)
     b = bias.reshape(rates, heads, n_classes)
-    finite = torch.isfinite(W).all(dim=(2, 3)) & torch.isfinite(b).all(dim=2)  # (rates, heads)
-    predicted = (Xt @ torch.nan_to_num(W).permute(2, 0, 1, 3).reshape(dim, -1)).reshape(n, rates, heads, n_classes)
-    predicted = (predicted + torch.nan_to_num(b)).argmax(dim=3)  # (N, rates, heads)
-    accuracy = (predicted == torch.as_tensor(Y).to(device)[:, None, :]).to(torch.float64).mean(dim=0)
-    accuracy = torch.where(finite, accuracy, torch.full_like(accuracy, -1.0))
-    best = accuracy.argmax(dim=0)  # first maximum: the smallest learning rate among ties
+    best = _best_learning_rates(Xt, Y, W, b)
     chosen = torch.arange(heads, device=device)
     weight_np = W[best, chosen].to(torch.float64).cpu().numpy()
     bias_np = b[best, chosen].to(torch.float64).cpu().numpy()
@@ -357,11 +331,60 @@ def fit_random_probes_sgd(
     return ProbeSet(weight_np, bias_np, float(l2), epochs * math.ceil(n / batch_size), chosen_rates)
 
 
+def _sgd_inputs(X: np.ndarray, Y: np.ndarray, n_classes: int, learning_rates: Sequence[float], epochs: int,
+                batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` (N, D), writable, and the labels ``Y`` (N, H) as int64, or a ValueError naming what is wrong."""
+    X = np.asarray(X)
+    if not X.flags.writeable:  # e.g. memory-mapped embeddings: torch.as_tensor warns on read-only arrays
+        X = np.array(X)
+    Y = np.array(Y, dtype=np.int64)
+    if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
+    if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
+        raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}")
+    if not learning_rates or min(learning_rates) <= 0 or epochs < 1 or batch_size < 1:
+        raise ValueError("learning rates must be positive, epochs and batch size at least 1")
+    return X, Y
+
+
+def _sgd_epoch(Xt: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+               step_columns: torch.Tensor, l2: float, batch_size: int, order: torch.Tensor) -> None:
+    """One epoch of plain SGD on every run at once, in the batches of ``order``, updating ``weight``
+    (D, runs C) and ``bias`` (runs C,) in place; ``step_columns``: each column's learning rate."""
+    n_classes = weight.shape[1] // labels.shape[1]
+    runs = labels.shape[1]
+    run_index = torch.arange(runs, device=Xt.device)[None, :]
+    for start in range(0, Xt.shape[0], batch_size):
+        index = order[start : start + batch_size]
+        batch = Xt[index]
+        probs = torch.softmax((batch @ weight + bias).reshape(-1, runs, n_classes), dim=2)
+        rows = torch.arange(len(index), device=Xt.device)[:, None]
+        probs[rows, run_index, labels[index]] -= 1.0  # d(cross entropy)/d(logits)
+        grad = probs.reshape(len(index), -1) / len(index)
+        grad_weight = batch.T @ grad
+        if l2:
+            grad_weight += l2 * weight
+        weight -= step_columns * grad_weight
+        bias -= step_columns * grad.sum(dim=0)
+
+
+def _best_learning_rates(Xt: torch.Tensor, Y: np.ndarray, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(H,) per head, the index of the learning rate whose run has the best training accuracy (the first
+    maximum: the smallest rate among ties); a run whose weights are not finite counts as accuracy -1."""
+    rates, heads, dim, n_classes = W.shape
+    finite = torch.isfinite(W).all(dim=(2, 3)) & torch.isfinite(b).all(dim=2)  # (rates, heads)
+    predicted = (Xt @ torch.nan_to_num(W).permute(2, 0, 1, 3).reshape(dim, -1)).reshape(-1, rates, heads, n_classes)
+    predicted = (predicted + torch.nan_to_num(b)).argmax(dim=3)  # (N, rates, heads)
+    accuracy = (predicted == torch.as_tensor(Y).to(Xt.device)[:, None, :]).to(torch.float64).mean(dim=0)
+    accuracy = torch.where(finite, accuracy, torch.full_like(accuracy, -1.0))
+    return accuracy.argmax(dim=0)
+
+
 def fit_random_probes(
     X: np.ndarray, Y: np.ndarray, n_classes: int, spec: Mapping[str, object], task_l2: float,
     lbfgs_max_iter: int = 100, device: torch.device | str = "cpu", rank_multiplier: float = 5.0,
 ) -> ProbeSet:
-    """Random-label probes as configured (``extrinsic.random_probes``): ``method`` ``sgd`` (the
+    """Random-label probes by ``spec["method"]``: ``sgd`` (the
     paper's protocol, :func:`fit_random_probes_sgd`, with the spec's epochs, batch size, learning
     rates, l2 and seed) or ``lbfgs`` (:func:`fit_softmax_probes` with the task probe's ``task_l2``
     and the rank rule's ``rank_multiplier``)."""

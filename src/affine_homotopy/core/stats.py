@@ -5,7 +5,7 @@ Conventions (every function here)
 * Matrices are K x K with the orientation of the whole project: cell ``(i, j)`` = encoder ``i``
   (row, mapped from) mapped onto encoder ``j`` (column, mapped to).
 * Only **ordered pairs i != j** enter, ``K (K - 1)`` values, restricted to an encoder ``group``
-  (config order kept; ``None`` = all encoders).
+  (the group's order kept; ``None`` = all encoders).
 * ``spearman``: Pearson correlation of the average ranks of the off-diagonal values;
   ``pearson``: Pearson correlation of the values.
 * **Exact pairs tie** (:func:`tie_exact_pairs`, in :func:`full_correlation`): an off-diagonal value
@@ -51,13 +51,13 @@ def group_names(names: Sequence[str], group: Sequence[str] | None = None) -> lis
 
 
 def group_matrix(frame: pd.DataFrame, group: Sequence[str] | None = None) -> np.ndarray:
-    """The square block of ``frame`` for ``group`` (config order kept), as floats."""
+    """The square block of ``frame`` for ``group`` (the group's order kept), as floats."""
     names = group_names(list(frame.index), group)
     return frame.loc[names, names].to_numpy(dtype=float)
 
 
 def off_diagonal(frame: pd.DataFrame | np.ndarray, group: Sequence[str] | None = None) -> np.ndarray:
-    """Values of ordered pairs i != j, row-major, restricted to ``group`` (config order kept)."""
+    """Values of ordered pairs i != j, row-major, restricted to ``group`` (the group's order kept)."""
     values = group_matrix(frame, group) if isinstance(frame, pd.DataFrame) else np.asarray(frame, dtype=float)
     return values[~np.eye(len(values), dtype=bool)]
 

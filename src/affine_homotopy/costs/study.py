@@ -236,7 +236,7 @@ def correlation_work(config: Mapping[str, Any]) -> float:
     the encoders of ``analysis.encoder_group`` (all when null) with the configured permutations and
     resamples (:meth:`affine_homotopy.costs.model.JobCosts.correlation_cell_seconds`), and the first
     correlation's one-off cost (``JobCosts.correlation_first_call``)."""
-    from ..core.measures import extrinsic_selection
+    from ..study.selection import extrinsic_selection
     from ..study.validation import extrinsic_layers
 
     analysis = config["analysis"]

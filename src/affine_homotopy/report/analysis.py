@@ -244,7 +244,7 @@ def rank_deficiency(
     representations in one engine call. For levels ``(a, b)`` the summary is over ordered encoder
     pairs ``i != j`` (``(i, a)`` mapped onto ``(j, b)``); with a single encoder, over ``i = j``.
     ``settings``: the rank rule and the minimax solver (the intrinsic stage's, with the grid's own
-    ``tol`` and ``max_iter``: :meth:`IntrinsicSettings.from_config`; default ``tol`` 1e-2, ``max_iter``
+    ``tol`` and ``max_iter``: :func:`affine_homotopy.study.settings.intrinsic_settings`; default ``tol`` 1e-2, ``max_iter``
     100); only ``d_aff`` is computed. Returns a long frame: ``level_from, level_to, rank_from,
     rank_to`` (median kept ranks), ``median, q1, q3, n_pairs``, ``unconverged`` (pairs of the cell
     stopped by ``max_iter`` before reaching ``tol``).

@@ -32,10 +32,10 @@ def _placeholders(template: str, key: str) -> set[str]:
         fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
     except ValueError as error:
         raise ConfigError(f"config key '{key}' has value {template!r}, which is not a valid template ({error}). "
-                          "Write placeholders as {seed}; double a literal brace ({{ or }}).") from None
+                          "Write placeholders as {seed}; double a literal brace ({{ or }}).", key=f"{key}") from None
     if any(not field.isidentifier() for field in fields):
         raise ConfigError(f"config key '{key}' has value {template!r}: placeholders must be plain axis names "
-                          "such as {seed} (no empty {}, no attributes or indices).")
+                          "such as {seed} (no empty {}, no attributes or indices).", key=f"{key}")
     return set(fields)
 
 
@@ -57,7 +57,8 @@ def family_members(families: Mapping[str, Any] | None) -> dict[str, list[FamilyM
         key = f"encoder_families.{family}"
         if not isinstance(spec, Mapping):
             raise ConfigError(f"config key '{key}' has value {spec!r}; a family is a mapping of encoder settings "
-                              "and axes, e.g. {source: hf, model: 'google/multiberts-seed_{seed}', seed: [0, 1]}.")
+                              "and axes, e.g. {source: hf, model: 'google/multiberts-seed_{seed}', seed: [0, 1]}.",
+                              key=f"{key}")
         axes = {k: v for k, v in spec.items() if isinstance(v, list)}
         used: dict[str, str] = {}
         for field, value in spec.items():
@@ -69,22 +70,21 @@ def family_members(families: Mapping[str, Any] | None) -> dict[str, list[FamilyM
                 known = ", ".join("{" + a + "}" for a in axes) or "none"
                 raise ConfigError(
                     f"config key '{key}.{field}' has value {spec[field]!r}: placeholder {{{name}}} has no values. "
-                    f"Fix: add a list '{name}: [...]' to the family, or use one of its axes ({known})."
-                )
+                    f"Fix: add a list '{name}: [...]' to the family, or use one of its axes ({known}).",
+                    key=f"{key}.{field}")
         for name, values in axes.items():
             if name not in used:
                 raise ConfigError(
                     f"config key '{key}.{name}' has values {values}, but no setting of the family uses the "
                     f"placeholder {{{name}}}. Fix: use '{{{name}}}' in the model id (e.g. "
-                    f"'google/multiberts-seed_{{{name}}}'), or remove '{name}'."
-                )
+                    f"'google/multiberts-seed_{{{name}}}'), or remove '{name}'.", key=f"{key}.{name}")
             if not values or any(isinstance(v, bool) or not isinstance(v, int | float | str) for v in values):
                 raise ConfigError(f"config key '{key}.{name}' has value {values}; an axis is a non-empty list of "
-                                  "numbers or names.")
+                                  "numbers or names.", key=f"{key}.{name}")
         if not axes:
             raise ConfigError(f"config key '{key}' has no axis (a list of values such as 'seed: [0, 1, 2]'), so it "
                               "would expand to nothing. Fix: add an axis and use it as a placeholder, or move the "
-                              "encoder under 'encoders'.")
+                              "encoder under 'encoders'.", key=f"{key}")
         widths = {name: max((len(str(v)) for v in values if isinstance(v, int)), default=0)
                   for name, values in axes.items()}
         members = []
@@ -115,7 +115,7 @@ def expand_families(config: dict[str, Any]) -> dict[str, list[FamilyMember]]:
     if not isinstance(families, Mapping):
         raise ConfigError(f"config key 'encoder_families' has value {families!r}; it maps family names to "
                           "templates, e.g. {multibert: {source: hf, model: 'google/multiberts-seed_{seed}', "
-                          "seed: [0, 1, 2]}}.")
+                          "seed: [0, 1, 2]}}.", key="encoder_families")
     members = family_members(families)
     handwritten = config.get("encoders") or {}
     if not isinstance(handwritten, Mapping):
@@ -125,7 +125,8 @@ def expand_families(config: dict[str, Any]) -> dict[str, list[FamilyMember]]:
     for family, group in members.items():
         if family in handwritten:
             raise ConfigError(f"config key 'encoder_families.{family}': an encoder is also called '{family}', so the "
-                              "name is ambiguous in 'analysis.encoder_group'. Fix: rename the family or the encoder.")
+                              "name is ambiguous in 'analysis.encoder_group'. Fix: rename the family or the encoder.",
+                              key=f"encoder_families.{family}")
         for member in group:
             spec = _member_spec(families[family], member)
             previous = handwritten.get(member.name)
@@ -136,8 +137,7 @@ def expand_families(config: dict[str, Any]) -> dict[str, list[FamilyMember]]:
                 raise ConfigError(
                     f"config key 'encoder_families.{family}' expands to encoder name '{member.name}' from {here}, "
                     f"which is already taken by {origin[member.name]}. Fix: rename the family or the encoder, or "
-                    "remove the repeated value."
-                )
+                    "remove the repeated value.", key=f"encoder_families.{family}")
             expanded[member.name] = spec
             origin[member.name] = here
     config["encoders"] = {**expanded, **handwritten}
@@ -163,8 +163,8 @@ def training_dynamics_members(members: Mapping[str, list[FamilyMember]]) -> dict
             raise ConfigError(
                 f"config key 'encoder_families.{family}.{STEP_AXIS}' has values {sorted(set(map(str, steps)))}; "
                 "a step axis orders checkpoints on the training-dynamics figure, so its values must be numbers. "
-                "Fix: list numbers (e.g. [0, 20, 2000]) and put any unit in the template ('step_{step}k')."
-            )
+                "Fix: list numbers (e.g. [0, 20, 2000]) and put any unit in the template ('step_{step}k').",
+                key=f"encoder_families.{family}.{STEP_AXIS}")
         out[family] = [
             {"encoder": m.name, "step": m.values[STEP_AXIS],
              "line": ", ".join(f"{k}={v}" for k, v in m.values.items() if k != STEP_AXIS)}
@@ -194,7 +194,7 @@ def expand_group(key: str, group: list[str] | None, members: Mapping[str, list[F
     repeated = sorted({n for n in out if out.count(n) > 1})
     if repeated:
         raise ConfigError(f"config key '{key}' names encoder(s) {repeated} twice (perhaps once by name and once "
-                          "through its family). Fix: list each encoder or family once.")
+                          "through its family). Fix: list each encoder or family once.", key=f"{key}")
     return out
 
 

@@ -103,40 +103,39 @@ def check_layer_spec(layers: Any) -> None:
     if isinstance(layers, Mapping):
         if set(layers) != {"relative"} or not isinstance(layers["relative"], list) or not layers["relative"]:
             raise ConfigError(f"config key 'layers' has value {dict(layers)!r}; the mapping form takes one key, "
-                              f"'relative', with a non-empty list of fractions. Use {kinds}.")
+                              f"'relative', with a non-empty list of fractions. Use {kinds}.", key="layers")
         fractions = layers["relative"]
         for value in fractions:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"config key 'layers.relative' has value {fractions}: {value!r} is not a "
-                                  "number. Fix: list fractions of each model's depth, e.g. [0.25, 0.5, 1.0].")
+                                  "number. Fix: list fractions of each model's depth, e.g. [0.25, 0.5, 1.0].",
+                                  key="layers.relative")
             if not 0 < value <= 1:
                 raise ConfigError(
                     f"config key 'layers.relative' has value {fractions}: {value} is outside (0, 1]. A relative "
                     "depth is a fraction of each model's number of layers (1.0 = its last layer) and is "
                     "rounded to at least layer 1. Fix: use fractions in (0, 1]; for the embedding output "
-                    "use absolute indices, 'layers: [0, ...]'."
-                )
+                    "use absolute indices, 'layers: [0, ...]'.", key="layers.relative")
         positions: list[Position] = [float(f) for f in fractions]
     elif isinstance(layers, list) and layers:
         for value in layers:
             if value != LAST and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ConfigError(f"config key 'layers' has value {layers}: {value!r} is not a layer position. "
-                                  f"Use {kinds}.")
+                                  f"Use {kinds}.", key="layers")
         if LAST in layers and len(layers) > 1:
             raise ConfigError(
                 f"config key 'layers' has value {layers}: 'last' cannot be combined with other entries in "
                 "one list ('last' is a different index in models of different depths, so the list would "
                 "mix two kinds of position). Fix: use 'layers: [last]' alone, absolute indices alone, or "
-                "'layers: {relative: [0.5, 1.0]}' (1.0 is each model's last layer)."
-            )
+                "'layers: {relative: [0.5, 1.0]}' (1.0 is each model's last layer).", key="layers")
         positions = layer_positions(layers)
     else:
-        raise ConfigError(f"config key 'layers' has value {layers!r}. Use {kinds}.")
+        raise ConfigError(f"config key 'layers' has value {layers!r}. Use {kinds}.", key="layers")
     labels = layer_labels(positions)
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         raise ConfigError(f"config key 'layers' has value {layers}: positions repeat (labels {repeated}). "
-                          "Fix: list each position once (relative depths are labelled to 6 decimals).")
+                          "Fix: list each position once (relative depths are labelled to 6 decimals).", key="layers")
 
 
 def configured_label(key: str, value: Any, positions: Sequence[Any]) -> str:
@@ -153,8 +152,7 @@ def configured_label(key: str, value: Any, positions: Sequence[Any]) -> str:
         raise ConfigError(
             f"config key '{key}' has value {value!r}, which is not one of the configured layer positions "
             f"{list(positions)} (labels {labels}). Fix: use one of them (a position or its label), or null "
-            "for the last."
-        )
+            "for the last.", key=f"{key}")
     return label
 
 

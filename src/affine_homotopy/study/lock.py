@@ -87,8 +87,8 @@ def check_revisions(config: Mapping[str, Any]) -> None:
                 raise ConfigError(
                     f"config key '{section}.{name}.revision' has value {revision!r}, which is not a commit "
                     f"hash (a commit is 40 lower-case hex digits). Fix: give the full commit, a branch or tag "
-                    f"name, or leave it out (main; the lock records the commit it resolves to)."
-                )
+                    f"name, or leave it out (main; the lock records the commit it resolves to).",
+                    key=f"{section}.{name}.revision")
 
 
 def read_lock(path: Path) -> dict[str, Any] | None:
@@ -176,11 +176,12 @@ def _check_files(wanted: Mapping[str, Mapping[str, Any]], entries: Mapping[str, 
         if not isinstance(entry, dict):
             raise ConfigError(
                 f"{path}: files.{key} is missing: the file of config key '{key}' ({item['path']}) is not locked. "
-                f"Fix: record its sha256 with {UPDATE_HINT}.")
+                f"Fix: record its sha256 with {UPDATE_HINT}.", key=f"{key}")
         if entry.get("path") != item["path"]:
             raise ConfigError(
                 f"{path}: files.{key} is stale: path: lock {entry.get('path')!r}, config {item['path']!r}. Fix: to "
-                f"reproduce the locked study, set config key '{key}' back; to lock the new file, run with {UPDATE_HINT}.")
+                f"reproduce the locked study, set config key '{key}' back; to lock the new file, run with {UPDATE_HINT}.",
+                key=f"{key}")
         if hash_files and resolve_path(item["path"]).is_file():
             found = file_sha256(resolve_path(item["path"]))
             if found != entry.get("sha256"):
@@ -188,12 +189,12 @@ def _check_files(wanted: Mapping[str, Mapping[str, Any]], entries: Mapping[str, 
                     f"config key '{key}' = {item['path']!r}: the file has changed since the lock {path} was written "
                     f"(sha256 {found}; the lock pins files.{key}.sha256 = {entry.get('sha256')}). Fix: to reproduce "
                     f"the locked study, restore the file (e.g. from version control); to use the new contents on "
-                    f"purpose, run with {UPDATE_HINT}.")
+                    f"purpose, run with {UPDATE_HINT}.", key=f"{key}")
     for key in entries:
         if key not in wanted:
             raise ConfigError(
                 f"{path}: files.{key} is stale: the config has no local file at config key '{key}'. Fix: delete that "
-                f"entry from the lock, or rewrite the lock with {UPDATE_HINT}.")
+                f"entry from the lock, or rewrite the lock with {UPDATE_HINT}.", key=f"{key}")
 
 
 def locked_commit(lock: Mapping[str, Any] | None, section: str, name: str) -> str | None:

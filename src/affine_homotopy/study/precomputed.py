@@ -86,7 +86,7 @@ def embeddings_format(path: str | Path, key: str, what: str = "") -> str:
         raise ConfigError(
             f"{what + ': ' if what else ''}config key '{key}' has value {str(path)!r}, whose extension is not an embeddings format this workflow "
             f"reads. Fix: save the representations as {', '.join(EMBEDDING_FORMATS)} (numpy .npy/.npz, "
-            "safetensors, or a torch file), or rename the file if it is one of them.")
+            "safetensors, or a torch file), or rename the file if it is one of them.", key=f"{key}")
     return fmt
 
 
@@ -317,7 +317,8 @@ def layer_map(encoder: str, spec: Mapping[str, Any], file: EmbeddingsFile, label
                 label = layer_label(int(position)) if str(position).isdigit() else None
             if label not in labels:
                 raise ConfigError(f"{prefix}: config key '{key}' names layer {position!r}, which is not a configured layer "
-                                  f"(config key 'layers': labels {list(labels)}). Fix: map the configured layers only.")
+                                  f"(config key 'layers': labels {list(labels)}). Fix: map the configured layers only.",
+                                  key=f"{key}")
             if file.stacked or keys == [None]:
                 valid = isinstance(target, int) and not isinstance(target, bool) and (
                     0 <= target < len(keys) if file.stacked else target == 0)
@@ -325,17 +326,19 @@ def layer_map(encoder: str, spec: Mapping[str, Any], file: EmbeddingsFile, label
                     raise ConfigError(
                         f"{prefix}: config key '{key}.{position}' has value {target!r}, which {file.path} lacks: it holds "
                         + (f"a stack of {len(keys)} layers (slice indices 0..{len(keys) - 1})" if file.stacked
-                           else "one (N, D) array (slice 0)") + ". Fix: give a slice index.")
+                           else "one (N, D) array (slice 0)") + ". Fix: give a slice index.", key=f"{key}.{position}")
                 out[label] = target if file.stacked else None
             elif target not in keys:
                 raise ConfigError(f"{prefix}: config key '{key}.{position}' has value {target!r}, which {file.path} "
-                                  f"lacks; its arrays are {shown}. Fix: name one of them (or fix the file's keys).")
+                                  f"lacks; its arrays are {shown}. Fix: name one of them (or fix the file's keys).",
+                                  key=f"{key}.{position}")
             else:
                 out[label] = target
         missing = [label for label in labels if label not in out]
         if missing:
             raise ConfigError(f"{prefix}: config key '{key}' maps no array of {file.path} to the configured layer(s) {missing} "
-                              f"(config key 'layers': {list(labels)}). Fix: add e.g. '{missing[0]}: <key>' to it.")
+                              f"(config key 'layers': {list(labels)}). Fix: add e.g. '{missing[0]}: <key>' to it.",
+                              key=f"{key}")
         return {label: out[label] for label in labels}
     if keys == [None] or (len(keys) == 1 and not _is_label(keys[0])):
         return {label: keys[0] for label in labels}  # one representation: every configured layer
@@ -344,14 +347,14 @@ def layer_map(encoder: str, spec: Mapping[str, Any], file: EmbeddingsFile, label
             raise ConfigError(
                 f"{where} holds a stack of {len(keys)} layers, but {len(labels)} layers are configured (config key "
                 f"'layers': {list(labels)}), and config key '{key}' does not say which slice is which. Fix: set "
-                f"'{key}' (e.g. {{{labels[0]}: 0}}), or save the configured layers only, in order.")
+                f"'{key}' (e.g. {{{labels[0]}: 0}}), or save the configured layers only, in order.", key=f"{key}")
         return dict(zip(labels, keys))
     missing = [label for label in labels if label not in keys]
     if missing:
         raise ConfigError(
             f"{where} has no array for the configured layer(s) {missing} (config key 'layers': {list(labels)}); its "
             f"arrays are {shown}. Fix: name the file's arrays by the configured labels, or map them with config key "
-            f"'{key}' (e.g. {{{missing[0]}: {_shown(keys[0])}}}).")
+            f"'{key}' (e.g. {{{missing[0]}: {_shown(keys[0])}}}).", key="layers")
     return {label: label for label in labels}
 
 
@@ -423,7 +426,7 @@ def selected_arrays(encoder: str, task: str, file: EmbeddingsFile, layers: Mappi
                     f"encoder '{encoder}', task '{task}': {file.path} (config key '{file_key(encoder, task)}') holds "
                     f"{int((~finite).sum())} NaN/Inf value(s) in {bad.size} {split} example(s) at layer {label} "
                     f"({_shown(source)}; first in file row {first}{named}). Fix: recompute those representations, or "
-                    "drop the examples from the task.")
+                    "drop the examples from the task.", key=f"{file_key(encoder, task)}")
             out[split][slot] = values
     return out
 
@@ -438,12 +441,12 @@ def check_embeddings_encoder(encoder: str, spec: Mapping[str, Any], tasks: Seque
         raise ConfigError(
             f"config key 'encoders.{encoder}.files' has no file for task(s) {missing} (it names {list(files)}): an "
             f"embeddings encoder needs one file per task of the config. Fix: add '{missing[0]}: <file>' under "
-            f"encoders.{encoder}.files, or remove the task.")
+            f"encoders.{encoder}.files, or remove the task.", key=f"encoders.{encoder}.files")
     unknown = [task for task in files if task not in tasks]
     if unknown:
         raise ConfigError(
             f"config key 'encoders.{encoder}.files' names task(s) {unknown} that the config does not have (tasks: "
-            f"{list(tasks)}). Fix: remove them, or fix their spelling.")
+            f"{list(tasks)}). Fix: remove them, or fix their spelling.", key=f"encoders.{encoder}.files")
     for task in tasks:
         file = open_embeddings(files[task], file_key(encoder, task), f"encoder '{encoder}', task '{task}'")
         layers = layer_map(encoder, spec, file, labels, task)

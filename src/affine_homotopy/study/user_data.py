@@ -76,11 +76,10 @@ def _missing(values: pd.Series) -> pd.Series:
     return values.isna().astype(bool) | blank
 
 
-def standard_rows(raw: pd.DataFrame, columns: Mapping[str, Any], source: Source) -> pd.DataFrame:
-    """The standard frame (text_a, text_b, label as found, id) of one split's table."""
-    import pandas as pd
-
-    task_key = f"tasks.{source.task}"
+def _chosen_columns(raw: pd.DataFrame, columns: Mapping[str, Any], source: Source,
+                    task_key: str) -> dict[str, str | None]:
+    """Each role's column of the table (None: a switched-off or absent optional one), or a ConfigError
+    naming the key ``<task_key>.columns.<role>`` whose column the table lacks."""
     found = [str(c) for c in raw.columns]
     chosen: dict[str, str | None] = {}
     for role in SOURCE_COLUMNS:
@@ -98,11 +97,20 @@ def standard_rows(raw: pd.DataFrame, columns: Mapping[str, Any], source: Source)
                 f"column; its columns are {found}. Fix: set '{task_key}.columns.{role}' to the column holding the "
                 f"{'texts' if role == 'text' else 'second texts' if role == 'text_pair' else role + 's'}"
                 + (" (or leave it out: the default is a column of that name, when there is one)."
-                   if role in ("text_pair", "id") else "."))
+                   if role in ("text_pair", "id") else "."), key=f"{task_key}.columns.{role}")
         chosen[role] = name
+    return chosen
+
+
+def standard_rows(raw: pd.DataFrame, columns: Mapping[str, Any], source: Source) -> pd.DataFrame:
+    """The standard frame (text_a, text_b, label as found, id) of one split's table."""
+    import pandas as pd
+
+    task_key = f"tasks.{source.task}"
+    chosen = _chosen_columns(raw, columns, source, task_key)
     if raw.empty:
         raise DataError(f"{source.what}: {source.where} has no rows (config key '{source.key}'). Fix: point it at a "
-                        "file with examples.")
+                        "file with examples.", key=f"{source.key}")
     frame = pd.DataFrame(index=range(len(raw)))
     for role, target in (("text", "text_a"), ("text_pair", "text_b")):
         name = chosen[role]
@@ -178,7 +186,7 @@ def _labels(values: pd.Series, column: str, task_key: str, source: Source) -> li
             f"{source.what}: column {column!r} of {source.where} (config key '{task_key}.columns.label') holds real "
             f"numbers ({sample} at {_rows_text(source.fmt, fractional)}): a regression target, not class labels. "
             "This workflow fits classifiers. Fix: point 'columns.label' at a column of class labels (strings or "
-            "integers), or bin the scores into classes first.")
+            "integers), or bin the scores into classes first.", key=f"{task_key}.columns.label")
     return [int(v) for v in numbers]
 
 
@@ -236,7 +244,8 @@ def labelled_splits(name: str, spec: Mapping[str, Any], train: pd.DataFrame, dev
         raise DataError(
             f"{what}: {sources['train'].where} has a single class ({classes[0]!r}, column "
             f"'{spec['columns']['label']}'; config key 'tasks.{name}.columns.label'): a probe needs at least 2 "
-            "classes. Fix: use data with two or more classes, or the column that holds the classes.")
+            "classes. Fix: use data with two or more classes, or the column that holds the classes.",
+            key=f"tasks.{name}.columns.label")
     record: dict[str, Any] = {}
     if dev is None:
         fraction, seed = float(spec["validation_fraction"]), int(spec.get("seed", 0))
@@ -255,7 +264,8 @@ def labelled_splits(name: str, spec: Mapping[str, Any], train: pd.DataFrame, dev
                 f"{_rows_text(sources['dev'].fmt, rows)}, which never occur in the training split "
                 f"({sources['train'].where}: {_class_counts(train['label'])}). A probe cannot learn a class it never "
                 "sees. Fix: add training examples of those classes, drop them from the validation file, or let the "
-                f"workflow split one file (config key 'tasks.{name}.path' with validation_fraction).")
+                f"workflow split one file (config key 'tasks.{name}.path' with validation_fraction).",
+                key=f"tasks.{name}.path")
     both = list(train["id"]) + list(dev["id"])
     if len(set(both)) < len(both):
         from collections import Counter
@@ -266,7 +276,8 @@ def labelled_splits(name: str, spec: Mapping[str, Any], train: pd.DataFrame, dev
             f"{what}: example ids repeat across its rows ({len(repeated)} id(s), e.g. "
             f"{', '.join(repr(i) for i in repeated[:5])}; column {column!r}, config key 'tasks.{name}.columns.id'). "
             "Ids tie an embeddings file's rows to the examples, so each must be unique (across both splits). Fix: "
-            f"make them unique, or set 'tasks.{name}.columns.id: false' to number the rows instead.")
+            f"make them unique, or set 'tasks.{name}.columns.id: false' to number the rows instead.",
+            key=f"tasks.{name}.columns.id")
     index = {value: k for k, value in enumerate(classes)}
     out = {}
     for split, frame in (("train", train), ("dev", dev)):
@@ -332,13 +343,14 @@ def apply_caps(name: str, spec: Mapping[str, Any], splits: LabelledSplits, check
             raise DataError(
                 f"{what}: {cap} keeps a single class ({splits.classes[min(train)]!r}) of "
                 f"{len(splits.classes)}: a probe needs at least 2. The cap keeps the first examples in file "
-                f"order. Fix: raise config key 'tasks.{name}.n_train', or shuffle the file.")
+                f"order. Fix: raise config key 'tasks.{name}.n_train', or shuffle the file.",
+                key=f"tasks.{name}.n_train")
         unseen = sorted(dev - train)
         if unseen:
             raise DataError(
                 f"{what}: with {cap}, the validation split has class(es) {[splits.classes[c] for c in unseen]} that "
                 "the fit split it keeps never has (the cap keeps the first examples in file order). Fix: raise "
-                f"config key 'tasks.{name}.n_train', or shuffle the file.")
+                f"config key 'tasks.{name}.n_train', or shuffle the file.", key=f"tasks.{name}.n_train")
     return replace(splits, frames=frames)
 
 
@@ -355,25 +367,26 @@ def table_files(name: str, spec: Mapping[str, Any]) -> dict[str, str]:
     if has["path"] and (has["train"] or has["validation"]):
         raise ConfigError(f"task '{name}': config key '{key}' gives both 'path' and 'train'/'validation'. Fix: give "
                           "one file to split ('path' with 'validation_fraction'), or a 'train' and a 'validation' "
-                          "file.")
+                          "file.", key=f"{key}")
     if has["path"]:
         if not fraction:
             raise ConfigError(f"task '{name}': config key '{key}.path' = {spec['path']!r} is one file, and "
                               f"'{key}.validation_fraction' is missing. Fix: add e.g. 'validation_fraction: 0.2' (the "
                               "share of each class held out for the probes' scores), or give 'train' and "
-                              "'validation' files instead of 'path'.")
+                              "'validation' files instead of 'path'.", key=f"{key}.path")
         return {f"{key}.path": spec["path"]}
     if has["train"] != has["validation"]:
         given, lacking = ("train", "validation") if has["train"] else ("validation", "train")
         raise ConfigError(f"task '{name}': config key '{key}.{given}' is set but '{key}.{lacking}' is missing. Fix: "
-                          f"give both files, or one file as '{key}.path' with 'validation_fraction'.")
+                          f"give both files, or one file as '{key}.path' with 'validation_fraction'.",
+                          key=f"{key}.{given}")
     if not has["train"]:
         raise ConfigError(f"task '{name}': config key '{key}' names no data: give 'path' (one file, with "
-                          "'validation_fraction') or 'train' and 'validation' (one file per split).")
+                          "'validation_fraction') or 'train' and 'validation' (one file per split).", key=f"{key}")
     if fraction:
         raise ConfigError(f"task '{name}': config key '{key}.validation_fraction' splits one file, but the task "
                           f"gives 'train' and 'validation' files. Fix: remove validation_fraction, or give one "
-                          f"'path' instead.")
+                          f"'path' instead.", key=f"{key}.validation_fraction")
     return {f"{key}.train": spec["train"], f"{key}.validation": spec["validation"]}
 
 

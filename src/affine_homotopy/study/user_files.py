@@ -66,7 +66,7 @@ def table_format(path: str | os.PathLike[str], key: str, what: str = "") -> str:
             f"{what + ': ' if what else ''}config key '{key}' has value {str(path)!r}, whose extension is not a "
             "table format this workflow "
             f"reads. Fix: use one of {', '.join(TABLE_FORMATS)} (CSV, TSV, JSON Lines, Parquet; the text formats "
-            f"may end in {', '.join(COMPRESSIONS)}), or rename the file if it is one of them.")
+            f"may end in {', '.join(COMPRESSIONS)}), or rename the file if it is one of them.", key=f"{key}")
     return fmt
 
 
@@ -77,7 +77,7 @@ def existing_file(value: str, key: str, what: str) -> Path:
         where = "" if path.is_absolute() else f" (relative paths are read from the working directory {Path.cwd()})"
         state = "is a folder, not a file" if path.is_dir() else "does not exist"
         raise ConfigError(f"{what}: config key '{key}' has value {value!r}, which {state}{where}. Fix: point "
-                          f"'{key}' at the file.")
+                          f"'{key}' at the file.", key=f"{key}")
     return path
 
 

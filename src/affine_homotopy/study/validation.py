@@ -20,7 +20,7 @@ import yaml
 from ..errors import ConfigError
 from .families import expand_families, expand_group, training_dynamics_members, with_family_note
 from .layers import check_layer_spec, configured_label, layer_label, layer_labels, layer_positions
-from ..core.measures import check_extrinsic_selection, check_measure_selection
+from .selection import check_extrinsic_selection, check_measure_selection
 from .model_lookup import (
     base_encoder,
     check_layers,
@@ -125,7 +125,8 @@ def check_renamed_keys(config: Mapping[str, Any]) -> None:
     for section, old, new in RENAMED_KEYS:
         part = config.get(section)
         if isinstance(part, Mapping) and old in part:
-            raise ConfigError(f"config key '{section}.{old}' was renamed: use '{section}.{new}' (same meaning).")
+            raise ConfigError(f"config key '{section}.{old}' was renamed: use '{section}.{new}' (same meaning).",
+                              key=f"{section}.{old}")
 
 
 def load_config(path: str | Path, schema_path: str | Path) -> dict[str, Any]:
@@ -167,8 +168,8 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
     _check_encoders(config["encoders"], layer_positions(config["layers"]), job_env)
     _check_tasks(config["tasks"])
     _check_user_data(config, data_checks)  # table tasks and embeddings encoders: their files
-    check_measure_selection(config)  # intrinsic.measures and what the analysis needs of it (measures.py)
-    check_extrinsic_selection(config)  # extrinsic.measures (measures.py)
+    check_measure_selection(config)  # intrinsic.measures and what the analysis needs of it (selection.py)
+    check_extrinsic_selection(config)  # extrinsic.measures (selection.py)
     training_dynamics_members(members)  # a step axis must be numeric
     analysis = config["analysis"]
     positions = layer_positions(config["layers"])
@@ -186,10 +187,10 @@ def check_config(config: dict[str, Any], schema_path: str | Path, job_env: str |
             raise ConfigError(
                 f"config key 'analysis.encoder_group' names unknown encoder(s) {unknown}; "
                 f"known encoders: {', '.join(config['encoders'])}"
-                + (f"; families: {', '.join(members)}." if members else ".")
-            )
+                + (f"; families: {', '.join(members)}." if members else "."), key="analysis.encoder_group")
         if len(group) < 2:
-            raise ConfigError("config key 'analysis.encoder_group' needs at least 2 encoders.")
+            raise ConfigError("config key 'analysis.encoder_group' needs at least 2 encoders.",
+                              key="analysis.encoder_group")
     return config
 
 
@@ -213,8 +214,7 @@ def _check_encoders(encoders: dict[str, dict[str, Any]], layers: list[Any], job_
         if needed and needed not in spec:
             raise ConfigError(
                 f"config key 'encoders.{name}' (transform {spec['transform']}) is missing "
-                f"'{needed}'. Add e.g. '{needed}: 0.5'."
-            )
+                f"'{needed}'. Add e.g. '{needed}: 0.5'.", key=f"encoders.{name}")
     for name, spec in encoders.items():
         if spec["source"] == "derived":
             continue
@@ -238,8 +238,7 @@ def glue_task_of(name: str, spec: Mapping[str, Any]) -> str:
     if task is None:
         raise ConfigError(
             f"config key 'tasks.{name}' needs 'glue_task' (one of {', '.join(GLUE_TASKS)}): the "
-            "task name is not a GLUE task name, so it cannot be inferred."
-        )
+            "task name is not a GLUE task name, so it cannot be inferred.", key=f"tasks.{name}")
     return task
 
 
@@ -255,7 +254,7 @@ def _check_tasks(tasks: dict[str, dict[str, Any]]) -> None:
                 raise ConfigError(
                     f"task '{name}': config key 'tasks.{name}.validation_fraction' holds out part of the "
                     f"'{spec['train']}' split, but 'tasks.{name}.validation' = {spec['validation']!r} names an eval "
-                    "split too. Fix: remove one of them.")
+                    "split too. Fix: remove one of them.", key=f"tasks.{name}.validation_fraction")
         if spec["source"] in ("glue", "glue_dir"):
             spec["glue_task"] = glue_task_of(name, spec)
         if spec["source"] == "glue_dir":
@@ -264,8 +263,7 @@ def _check_tasks(tasks: dict[str, dict[str, Any]]) -> None:
                     raise ConfigError(
                         f"config key 'tasks.{name}.path' has value {spec['path']!r}, but the "
                         f"{split} file {path} does not exist. The folder must hold "
-                        "<TASK>/train.tsv and <TASK>/dev.tsv in the GLUE layout."
-                    )
+                        "<TASK>/train.tsv and <TASK>/dev.tsv in the GLUE layout.", key=f"tasks.{name}.path")
 
 
 def _check_user_data(config: dict[str, Any], data_checks: bool) -> None:
@@ -336,12 +334,12 @@ def extrinsic_layers(config: Mapping[str, Any]) -> list[str]:
                 f"config key 'extrinsic.layers' = {list(chosen)} names {value!r}, which is not one of the configured "
                 f"layer positions (config key 'layers': {list(positions)}, labels {configured}). Fix: list configured "
                 "positions (or their labels), add it to 'layers', or set extrinsic.layers: null for every configured "
-                "layer.")
+                "layer.", key="extrinsic.layers")
         labels.append(label)
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         raise ConfigError(f"config key 'extrinsic.layers' = {list(chosen)} names a layer more than once (labels "
-                          f"{repeated}). Fix: list each position once.")
+                          f"{repeated}). Fix: list each position once.", key="extrinsic.layers")
     return [label for label in configured if label in labels]
 
 
@@ -362,7 +360,7 @@ def table_layer(config: Mapping[str, Any]) -> str:
             f"the extrinsic stage runs at: config key 'extrinsic.layers' = {list(chosen)} (labels {layers}). Table 1, "
             "Figure 2 and paper_comparison.md set extrinsic against intrinsic distances at that layer. Fix: set "
             f"analysis.table_layer to one of {list(chosen)} (or null for the last of them), or add {value!r} to "
-            "extrinsic.layers.")
+            "extrinsic.layers.", key="analysis.table_layer")
     return label
 
 
@@ -374,9 +372,10 @@ def rank_deficiency_group(config: Mapping[str, Any]) -> list[str]:
         return [name for name, spec in encoders.items() if spec["source"] != "derived"]
     if not group:
         raise ConfigError("config key 'analysis.rank_deficiency.group' is an empty list. Fix: list at least one "
-                          "encoder, or use null for the default (every non-derived encoder).")
+                          "encoder, or use null for the default (every non-derived encoder).",
+                          key="analysis.rank_deficiency.group")
     unknown = [name for name in group if name not in encoders]
     if unknown:
         raise ConfigError(f"config key 'analysis.rank_deficiency.group' names unknown encoder(s) {unknown}; "
-                          f"known encoders: {', '.join(encoders)}.")
+                          f"known encoders: {', '.join(encoders)}.", key="analysis.rank_deficiency.group")
     return list(group)
