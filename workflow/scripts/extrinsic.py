@@ -8,7 +8,7 @@ import logging
 
 import numpy as np
 
-from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
+from affine_homotopy.core.extrinsic import extrinsic_distances
 from affine_homotopy.jobs.extrinsic_tables import diagnostics_frame, tightness_summary
 from affine_homotopy.jobs.io import read_embeddings, read_matrix, write_csv, write_matrix
 from affine_homotopy.core.linalg import check_finite_representations
@@ -16,6 +16,7 @@ from affine_homotopy.jobs.devices import select_device
 from affine_homotopy.jobs.extrinsic_parts import part_pairs
 from affine_homotopy.jobs.probe_files import load_probe_file
 from affine_homotopy.jobs.runner import run
+from affine_homotopy.study.settings import extrinsic_settings
 
 
 def measures_line(settings, n_random):
@@ -42,7 +43,7 @@ def main(snakemake):
         raise ValueError(f"{snakemake.input.d_aff} names {list(d_aff.index)}, expected {names}")
     d_aff = d_aff.to_numpy()
     device = select_device(snakemake.params.device, snakemake.resources.get("gpu", 0))
-    settings = ExtrinsicSettings.from_config(snakemake.params.study, device)
+    settings = extrinsic_settings(snakemake.params.study, device)
     logging.info("%d encoders, N = %d, %d classes, on %s; certified tol %g (atol %g); measures (extrinsic.measures): "
                  "%s", len(names), reps[0].shape[0], probes[0].weight.shape[1], device, settings.tol, settings.atol,
                  measures_line(settings, randoms[0].weight.shape[0]))

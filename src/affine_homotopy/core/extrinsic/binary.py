@@ -1,50 +1,29 @@
-"""Certified fixed-classifier distances for two-class tasks.
+"""Certified fixed-classifier distances for two-class tasks (docs/method.md, ``d_psi``).
 
-For ``C = 2``, ``softmax(z) = (s, 1 - s)`` with ``s = sigmoid(z_1 - z_2)``, so the error of a map
-``psi`` on example ``n`` is ``||softmax(psi(x_n)) - p_n||_2 = sqrt(2) |sigmoid(u_n) - q_n|`` with
-``u_n = z_1 - z_2`` the map's logit gap and ``q_n = p_{n,1}``. As ``psi`` ranges over the affine maps
-of the source, ``u`` ranges over every affine function ``u_n = a . x_n + b``, so
+For ``C = 2`` the error of a map on example ``n`` is ``sqrt(2) |sigmoid(u_n) - q_n|``, with ``u_n`` the
+map's logit gap (any affine function ``a . x_n + b`` of the source) and ``q_n`` the target's class-one
+probability, so ``d = sqrt(2) t*``, ``t* = min_{a, b} max_n |sigmoid(a . x_n + b) - q_n|``. At a level
+``t`` the maps within ``t`` form the polyhedron ``lo_n(t) = logit(q_n - t) <= u_n <= logit(q_n + t) =
+hi_n(t)`` (a side is absent where ``q_n -/+ t`` leaves (0, 1)): the problem is quasiconvex.
 
-    d = sqrt(2) t*,   t* = min_{a, b} max_n |sigmoid(a . x_n + b) - q_n|.
+Method: a Newton/Dinkelbach iteration on the Chebyshev LP ``s(t) = min s  s.t.  A_n w - s <= hi_n(t),
+A_n w + s >= lo_n(t)`` over a working set of half-spaces, ``A = [Z, 1]`` (``Z`` the source's whitened,
+rank-ruled basis), by HiGHS's warm-started dual simplex (a new level changes only row bounds; new
+half-spaces add rows).
 
-Since sigmoid is increasing, ``|sigmoid(u_n) - q_n| <= t`` is the slab
-``lo_n(t) = logit(q_n - t) <= u_n <= logit(q_n + t) = hi_n(t)`` (a side is absent when
-``q_n - t <= 0`` or ``q_n + t >= 1``): for each level ``t`` the feasible maps form a polyhedron
-growing with ``t``, and the problem is quasiconvex.
+* Upper bound: every LP's map is scored on all ``N`` rows; ``upper`` is the best, attained by that map.
+* Lower bound: the LP's row duals ``y`` (``<= 0`` on hi rows, ``>= 0`` on lo rows, ``A_W^T y = 0``) give,
+  for every map feasible for the *full* problem at a level ``t'``, ``kappa s >= g(t') = sum_hi y_r
+  hi_r(t') + sum_lo y_r lo_r(t')``; ``g`` decreases strictly, so ``t* >= root(g)``.
+* Next level: ``t = lower`` (exact in one step when the dual vertex stays optimal). Where the root is
+  the end of ``g``'s domain (a used half-space disappears there), at least the middle of ``[lower,
+  upper]``: just above that end the next root could creep one row an LP.
+* Working set: half-spaces the LP's map violates by more than ``s`` join, those the best map gets
+  most wrong first; the first set is the best start map's worst rows. Validity never rests on it.
 
-Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
-    At a level ``t`` and on a working set ``W`` of half-spaces (row ``n``, side hi or lo), solve the
-    Chebyshev LP in logit space
-
-        s(t) = min_{w, s} s  s.t.  A_n w - s <= hi_n(t)  ((n, hi) in W),  A_n w + s >= lo_n(t)  ((n, lo) in W)
-
-    with ``A = [Z, 1]`` (``Z`` the source's whitened, rank-ruled basis: the family of maps of the
-    whole project) by HiGHS's dual simplex, warm-started: a new level changes only row bounds, and
-    added half-spaces add rows, so the last basis stays dual feasible.
-
-    * **Upper bound**: every LP's map ``w`` is scored on all ``N`` rows; ``upper`` is the smallest
-      largest error seen, attained by an explicit map.
-    * **Lower bound**: the LP's row duals ``y`` (``y <= 0`` on hi rows, ``>= 0`` on lo rows,
-      ``A_W^T y = 0``) do not depend on ``t``. Summing the constraints with them gives, for every
-      ``(w, s)`` feasible for the *full* problem at any level ``t'`` (``W`` is a subset of its
-      constraints), ``kappa s >= g(t') = sum_hi y_r hi_r(t') + sum_lo y_r lo_r(t')`` with
-      ``kappa = sum |y_r|``. ``g`` is strictly decreasing, so no map reaches level ``t' < root(g)``:
-      ``t* >= root(g)``. ``lower`` is the largest root seen.
-    * **Next level**: ``t = lower``; when the optimal dual vertex at ``t`` stays optimal at ``t*``,
-      ``root(g) = t*`` exactly (Newton on ``s(t) = max over dual vertices of g_y(t)``): 2-5 LPs.
-      Where the root is the end of ``g``'s domain (a used half-space disappears there), at least the
-      middle of ``[lower, upper]``: just above that end, the next root could stop at the next row's
-      ``q_n``, one row an LP.
-    * **Working set**: after each LP all rows are checked at the LP's level; half-spaces violated by
-      more than ``s`` join (those the best map gets most wrong first). Nothing about validity
-      depends on ``W`` being complete. The initial set is both sides of the worst rows of the best
-      start map (one-sided sets of near-duplicate rows can be unbounded).
-
-    Stop when ``upper - lower <= tol * upper`` or ``upper <= atol`` (float rounding of an exact fit).
-
-Validity: the certificate is for the rank-ruled family of maps (as ``d_aff``'s) and trusts HiGHS's
-duals up to ``cert_residual = max |A_W^T y| / ||y||_1`` (recorded), which is not propagated into
-the bound.
+Stop when ``upper - lower <= tol * upper`` or ``upper <= atol`` (float rounding of an exact fit). The
+certificate is for the rank-ruled family of maps (as ``d_aff``'s) and trusts HiGHS's duals up to
+``cert_residual = max |A_W^T y| / ||y||_1`` (recorded, not propagated into the bound).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The extrinsic engine: every measure of one (task, layer) for an explicit list of ordered pairs.
-
-:func:`extrinsic_distances` checks its inputs, plans the pairs (:mod:`affine_homotopy.core.pairs`),
-prepares every encoder (:mod:`.prepare`), runs the phases of :mod:`.phases` source by source and
-returns one :class:`~.result.ExtrinsicResult`. Orientation: row ``i`` is mapped onto column ``j``.
-Conventions: docs/method.md.
-"""
+"""The extrinsic engine: every measure of one (task, layer) for an explicit list of ordered pairs,
+source by source (the flow: the package docstring). Row ``i`` is mapped onto column ``j``."""
 
 from __future__ import annotations
 

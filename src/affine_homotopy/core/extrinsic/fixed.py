@@ -1,18 +1,9 @@
-"""Fixed-classifier distances of one source: certified on two-class tasks, the local search otherwise.
-
-Every phase of the engine asks this one solver for the values of a batch of heads (one classifier
-each, on one target each), so that a number means the same thing whichever phase produced it:
-
-* two classes: the local starts (composed, least squares, soft label) seed
-  :func:`.binary.certify`, which brackets the value to ``tol``; the value is the interval's upper end,
-  attained by an explicit map; each classifier gets its own LP model, crashed at its start map's
-  worst rows;
-* more classes: :func:`.local.fit_heads` (starts and the smooth-max refinement, with stall
-  restarts); ``lower`` is NaN: an upper bound without a certificate.
-
-:meth:`FixedClassifierSolver.values` gives every head its value; :meth:`~FixedClassifierSolver.upper_bounds`
-only cheap upper bounds, and :meth:`~FixedClassifierSolver.close_worst` then certifies just the heads
-that can be the largest.
+"""Fixed-classifier distances of one source, for a batch of heads (one classifier on one target
+each), the same way whichever phase asks: on two classes the local starts seed :func:`.binary.certify`
+(an interval to ``tol``, its upper end attained by a map; one LP model per classifier); on more
+classes :func:`.local.fit_heads` gives upper bounds (``lower`` NaN). :meth:`FixedClassifierSolver.values`
+solves every head; :meth:`~FixedClassifierSolver.upper_bounds` gives cheap bounds, and
+:meth:`~FixedClassifierSolver.close_worst` then certifies only the heads that can be the largest.
 """
 
 from __future__ import annotations
@@ -20,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -46,34 +38,29 @@ class FixedClassifierSolver:
 
     def __init__(self, Z: torch.Tensor, settings: ExtrinsicSettings, source_name: str) -> None:
         self.Z, self.settings, self.source_name = Z, settings, source_name
-        self._design: np.ndarray | None = None
-        self.lp_count = 0
-        self.max_gap = 0.0
+        self.lp_count, self.max_gap = 0, 0.0
         self.ipm_fallbacks = 0  # LPs the dual simplex could not finish, solved by the interior-point method
 
     @staticmethod
     def certifies(n_classes: int) -> bool:
         return n_classes == 2
 
-    @property
+    @cached_property
     def design(self) -> np.ndarray:
-        if self._design is None:  # [Z, 1] in float64 on the CPU: the LP's constraint rows
-            Z = self.Z.detach().to(dtype=torch.float64, device="cpu").numpy()
-            self._design = np.hstack([Z, np.ones((Z.shape[0], 1))])
-        return self._design
+        """``[Z, 1]`` in float64 on the CPU: the LP's constraint rows."""
+        Z = self.Z.detach().to(dtype=torch.float64, device="cpu").numpy()
+        return np.hstack([Z, np.ones((Z.shape[0], 1))])
 
     def upper_bounds(self, heads: Heads, settings: ExtrinsicSettings | None = None,
                      soft_label: bool = True) -> HeadResult:
-        """Upper bounds of every head. Two classes: the best start, without the smooth-max refinement
-        (looser, so a few more heads get certified, but far cheaper; the certified values agree to
-        tol); more classes: the local search's values."""
+        """Upper bounds of every head: on two classes the best start without the smooth-max refinement
+        (looser, so a few more heads get certified, but far cheaper), else the local search's values."""
         two_classes = self.certifies(heads.P.shape[2])
         return fit_heads(self.Z, heads, settings or self.settings, soft_label, refine_heads=not two_classes)
 
     def values(self, heads: Heads, names: HeadNames, settings: ExtrinsicSettings | None = None,
                soft_label: bool = True, below: float | np.ndarray = -math.inf) -> HeadResult:
-        """Every head's value: certified on two classes (see :meth:`certify` for ``below``), the local
-        search's otherwise."""
+        """Every head's value: certified on two classes (``below``: :meth:`certify`), else the local search's."""
         result = self.upper_bounds(heads, settings, soft_label)
         if not self.certifies(heads.P.shape[2]):
             return result
@@ -81,10 +68,8 @@ class FixedClassifierSolver:
 
     def certify(self, heads: Heads, result: HeadResult, select: Iterable[int], names: HeadNames,
                 below: float | np.ndarray = -math.inf) -> HeadResult:
-        """A copy of the two-class ``result`` with heads ``select`` certified: upper, lower and map.
-        ``below`` (scalar, or one value per head): stop a head once its upper bound is at most this
-        (it cannot be the largest, or cannot be accepted); its value is then that upper bound and its
-        ``lower`` NaN."""
+        """A copy of the two-class ``result`` with heads ``select`` certified. ``below`` (scalar or per
+        head): a head whose upper bound falls to it cannot matter and stops there (its ``lower`` NaN)."""
         below = np.broadcast_to(np.asarray(below, dtype=float), (result.upper.shape[0],))
         P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
         # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
@@ -112,10 +97,9 @@ class FixedClassifierSolver:
     def close_worst(self, heads: Heads, result: HeadResult, members: np.ndarray, names: HeadNames,
                     upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, certify_largest: bool = False,
                     floor: float = -math.inf) -> tuple[HeadResult, np.ndarray, int]:
-        """Certify heads ``members`` of ``result``, largest upper bound first, until the largest value
-        is known to ``tol`` (:func:`next_to_certify`). ``upper``, ``lower``, ``settled`` describe the
-        contenders: ``members`` last, any others (certified already) first. Returns the result, the
-        contenders' lower bounds and how many heads were certified."""
+        """Certify heads ``members``, largest upper bound first, until the largest value is known to
+        ``tol`` (:func:`next_to_certify`). ``upper``, ``lower``, ``settled``: the contenders, ``members``
+        last. Returns the result, the contenders' lower bounds and how many heads were certified."""
         upper, lower, settled = upper.copy(), lower.copy(), settled.copy()
         offset = upper.size - members.size
         done = 0
@@ -131,14 +115,10 @@ class FixedClassifierSolver:
 
 def next_to_certify(upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, settings: ExtrinsicSettings,
                     certify_largest: bool = False, floor: float = -math.inf) -> tuple[int, float] | None:
-    """Which contender to certify next, and below which value its solve may stop; None once
-    ``max upper - max lower <= tol * max upper``.
-
-    Only the maximum needs a certificate: a contender whose upper bound is below the best lower
-    bound cannot be the worst, so its solve may stop there (its ``lower`` then stays NaN).
-    ``certify_largest``: also until the largest upper bound has its own interval (it is then used on
-    its own: the search's start). ``floor``: only a contender above it matters (the search's
-    acceptance threshold): nothing is certified once every upper bound is at most ``floor``."""
+    """Which contender to certify next, and below which value its solve may stop (a contender below the
+    best lower bound cannot be the worst); None once ``max upper - max lower <= tol * max upper``.
+    ``certify_largest``: also until the largest has its own interval (the search's start). ``floor``:
+    only a contender above it matters (the search's acceptance threshold)."""
     top = float(upper.max())
     best_lower = float(np.nanmax(lower)) if np.isfinite(lower).any() else 0.0
     k = int(upper.argmax())

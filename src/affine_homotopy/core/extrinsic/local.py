@@ -1,12 +1,9 @@
-"""The local search for fixed-classifier distances: a multi-head estimator per source.
-
-Every candidate map is evaluated on all examples, so every value is attained by an actual affine map
-and is an upper bound of the minimum (the problem is non-convex for more than two classes). Starts:
-*composed* (the classifier composed with the ``d_aff`` map), *least_squares* (the logits regressed
-on the source), *soft_label* (the convex soft-label cross-entropy fit, FISTA with the exact step in
-whitened coordinates); then *refined*: an annealed smooth maximum of the squared errors from the best
-start, L-BFGS on working sets of each head's worst examples. A head whose refinement makes no
-progress is restarted from each of its other starts (counted: ``HeadResult.restarted_improved``).
+"""The local search for fixed-classifier distances, many heads per source. Every map is scored on all
+examples, so every value is attained by a map: an upper bound (the problem is non-convex for more than
+two classes). Starts: *composed* (the classifier after the ``d_aff`` map), *least_squares* (the logits
+regressed on the source), *soft_label* (FISTA on the soft-label cross entropy); then *refined*: an
+annealed smooth maximum of the squared errors, L-BFGS on each head's worst examples, restarted from
+the other starts where it makes no progress (``HeadResult.stalled``, ``restarted_improved``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The per-source phases of the extrinsic engine, one per measure: :func:`d_psi` (the task probe),
-:func:`d_worst` (the worst case over the task and random-label probes) and :func:`d_worst_search`
-(the searched worst case, from d_worst's classifiers). Each returns the values of source ``i`` mapped
-onto each target ``j`` of ``ctx.others``: ``upper`` attained by an explicit map, ``lower`` its
-certified lower bound (NaN: no certificate). Conventions: docs/method.md.
-"""
+"""One phase per measure for source ``i`` onto each target of ``ctx.others``: :func:`d_psi` (the task
+probe), :func:`d_worst` (also the random-label probes), :func:`d_worst_search` (searched from d_worst's
+classifiers). Each returns ``upper``, attained by a map, and ``lower`` (NaN: no certificate)."""
 
 from __future__ import annotations
 

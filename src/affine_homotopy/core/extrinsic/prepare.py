@@ -1,8 +1,5 @@
-"""The extrinsic engine's inputs on its device: probes, factorisations and search radii for every
-encoder (:func:`prepare`), and one source's whitened basis, start maps and solver (:func:`source_context`).
-
-Orientation: a pair ``(i, j)`` maps encoder ``i`` (source) onto encoder ``j`` (target). Conventions: docs/method.md.
-"""
+"""The engine's inputs on its device: every encoder's probes, factorisation and search radius
+(:func:`prepare`), and one source's whitened basis, start maps and solver (:func:`source_context`)."""
 
 from __future__ import annotations
 

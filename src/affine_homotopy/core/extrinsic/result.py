@@ -1,8 +1,5 @@
-"""What the extrinsic engine returns for one (task, layer): the values, their certified lower bounds,
-Lemma 5.2's bounds and the per-pair diagnostics (:class:`ExtrinsicResult`).
-
-Orientation: every (K, K) matrix has row ``i`` mapped onto column ``j``. Conventions: docs/method.md.
-"""
+"""What the extrinsic engine returns for one (task, layer) (:class:`ExtrinsicResult`): values, certified
+lower bounds, Lemma 5.2's bounds and per-pair diagnostics; every (K, K) matrix maps row ``i`` onto column ``j``."""
 
 from __future__ import annotations
 
@@ -50,14 +47,13 @@ class WorstCaseDetails:
 
 @dataclass
 class ExtrinsicResult:
-    """Everything one (task, layer) computed for its ordered ``pairs``. ``values`` are upper bounds
-    attained by explicit maps; ``lower`` their certified lower bounds (NaN where no certificate
-    exists: more than two classes, or ``certified=False``)."""
+    """Everything one (task, layer) computed for its ordered ``pairs``: ``values`` attained by explicit
+    maps, ``lower`` their certified lower bounds (NaN: no certificate, on more than two classes)."""
 
     names: list[str]
     pairs: list[tuple[int, int]]
     n_classes: int
-    certified: bool  # two classes and settings.certified: every fixed-classifier value has an interval
+    certified: bool  # two classes: every fixed-classifier value has an interval
     values: MeasureMatrices
     lower: MeasureMatrices
     diagnostics: list[dict[str, object]]  # one d_psi_diagnostics.csv row per computed ordered pair

@@ -29,8 +29,7 @@ class Classifiers:
 
 @dataclass
 class Evaluation:
-    """The fixed-classifier values of a batch of classifiers (``upper`` NaN for a non-finite one),
-    which are finite, and the heads' problems (for certifying chosen heads later)."""
+    """Values of a batch of classifiers (``upper`` NaN: non-finite), and their problems (to certify later)."""
 
     result: HeadResult
     finite: torch.Tensor  # (H,) bool
@@ -48,8 +47,8 @@ class SearchPoint:
     c: torch.Tensor  # (H, C)
 
     def copy(self) -> SearchPoint:
-        return SearchPoint(Classifiers(self.clf.W.clone(), self.clf.b.clone()), self.upper.clone(), self.lower.clone(),
-                           self.A.clone(), self.c.clone())
+        clf = Classifiers(self.clf.W.clone(), self.clf.b.clone())
+        return SearchPoint(clf, self.upper.clone(), self.lower.clone(), self.A.clone(), self.c.clone())
 
     def take(self, better: torch.Tensor, clf: Classifiers, result: HeadResult, pick: torch.Tensor | None = None) -> None:
         """Move the heads ``better`` to their classifier of ``clf`` (row ``pick[h]``, default ``h``)."""
@@ -68,8 +67,7 @@ class SearchPoint:
 
 @dataclass
 class SearchOutcome:
-    """What :meth:`WorstCaseSearch.run` found per head: the best point, its accepted steps and the
-    classifiers' spectral norms."""
+    """Per head: the best point :meth:`WorstCaseSearch.run` found, its accepted steps, its spectral norm."""
 
     best: SearchPoint
     accepted: torch.Tensor
@@ -77,15 +75,12 @@ class SearchOutcome:
 
 
 class WorstCaseSearch:
-    """Projected gradient ascent on the classifier ``psi'`` of each pair ``i -> j`` (docs/method.md).
-
-    One instance per source ``i``; heads are its targets ``others``. Target-side products run on the
-    stack of all targets' representations (``Y`` (K, N, Dmax), one batched product per step); the
-    inner values come from the source's :class:`FixedClassifierSolver` for all heads at once, each
-    started from the map of the classifier it steps from (certified on two-class tasks: a step is
-    then judged on exact values, and accepted only when it raises the value by more than
-    ``search_accept_rtol``, far above their tolerance, so that the path does not depend on the last
-    bits of the inputs). Every classifier evaluated is checked against its own Lemma 5.2 bound (``lemma``).
+    """Projected gradient ascent on the classifier of each pair ``i -> j`` (docs/method.md): one instance
+    per source ``i``, one head per target of ``others``, the targets' products batched over the stack
+    ``Y`` (K, N, Dmax). Inner values come from the source's solver, each head warm-started from the map
+    of the classifier it steps from; on two classes they are certified, and a step is accepted only when
+    it raises the value by more than ``search_accept_rtol``, far above their tolerance, so that the path
+    does not depend on the last bits of the inputs. Every classifier evaluated meets Lemma 5.2 (``lemma``).
     """
 
     def __init__(self, Z: torch.Tensor, Y: torch.Tensor, y_mean: torch.Tensor, y_scale: torch.Tensor,
@@ -102,8 +97,7 @@ class WorstCaseSearch:
         self.tau = settings.search_temperature
 
     def logits(self, clf: Classifiers, group: int = 1) -> torch.Tensor:
-        """(N, H * group, C) target logits ``lam (y_n W + b)``: ``group`` classifiers per head (head-major),
-        each on its head's target."""
+        """(N, H * group, C) target logits ``lam (y_n W + b)``, ``group`` classifiers per head (head-major)."""
         k, n, width = self.Y.shape
         heads, n_classes = len(self.others), clf.W.shape[2]
         W = self.Y.new_zeros((k, width, group * n_classes))
@@ -114,8 +108,7 @@ class WorstCaseSearch:
 
     def problems(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None, group: int = 1
                  ) -> tuple[Heads, torch.Tensor]:
-        """The fixed-classifier problems of ``clf`` (``group`` per head) and which are finite. ``warm``: a
-        map (A, c) to start every head from too (the one of the classifier it steps from)."""
+        """The problems of ``clf`` (``group`` per head), which are finite; ``warm``: a map (A, c) to start from too."""
         logits = self.logits(clf, group)
         finite = torch.isfinite(logits).all(dim=(0, 2))
         logits = torch.where(finite[None, :, None], logits, torch.zeros_like(logits))
@@ -131,9 +124,8 @@ class WorstCaseSearch:
 
     def evaluate(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None, settings: ExtrinsicSettings,
                  soft_label: bool, below: float | np.ndarray = -math.inf) -> Evaluation:
-        """The values of one classifier per head (:meth:`FixedClassifierSolver.values`). ``below`` (per
-        head): the acceptance threshold; a certified head stops once its upper bound is at most this,
-        and its LPs decide that question first."""
+        """Values of one classifier per head; ``below`` (per head): the acceptance threshold, which a
+        certified head's LPs decide first (:meth:`FixedClassifierSolver.certify`)."""
         heads, finite = self.problems(clf, warm)
         result = self.solver.values(heads, self.names(1), settings, soft_label, below)
         return Evaluation(_masked(result, finite), finite, heads)
@@ -256,11 +248,8 @@ class WorstCaseSearch:
 
 @dataclass
 class SearchedClassifier:
-    """The classifier behind ``d_worst_search[i, j]`` and the affine map attaining its value.
-
-    ``value = max_n || softmax(lam (y_n W + b)) - softmax(x_n linear + bias) ||_2`` exactly, with
-    ``x`` encoder ``i``'s and ``y`` encoder ``j``'s representations.
-    """
+    """The classifier behind ``d_worst_search[i, j]`` and the map attaining ``value = max_n ||softmax(lam
+    (y_n W + b)) - softmax(x_n linear + bias)||_2`` (``x``: encoder ``i``, ``y``: encoder ``j``)."""
 
     W: np.ndarray  # (D_j, C)
     b: np.ndarray  # (C,)

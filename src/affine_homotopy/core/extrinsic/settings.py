@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from ...errors import ConfigError
-from ..linalg import DTYPES
 
 
 @dataclass
@@ -63,22 +60,3 @@ class ExtrinsicSettings:
         if self.search_radius is not None and not self.search_radius > 0:
             raise ConfigError(f"search_radius: the worst-case search radius must be > 0, got {self.search_radius}",
                               argument="search_radius", value=self.search_radius)
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], device: torch.device | str = "cpu") -> "ExtrinsicSettings":
-        """Settings of a validated study config (its ``extrinsic`` section, and the rank rule of its
-        ``intrinsic`` section: the extrinsic maps use the same family as ``d_aff``)."""
-        section = config["extrinsic"]
-        search = section["worst_search"]
-        return cls(
-            tol=section["tol"], atol=section["atol"], max_lp=section["max_lp"], max_iter=section["max_iter"],
-            refine_iter=section["refine_iter"], rounds=section["rounds"],
-            temperatures=tuple(section["temperatures"]), working_set=section["working_set"],
-            working_budget=section["working_budget"], inverse_temperature=section["inverse_temperature"],
-            rank_multiplier=config["intrinsic"]["rank_multiplier"], block_mb=section["block_mb"],
-            search_steps=search["steps"], search_step_size=search["step_size"], search_radius=search["radius"],
-            search_candidates=search["candidates"], search_accept_rtol=search["accept_rtol"],
-            search_temperature=search["temperature"],
-            dtype=DTYPES[section["dtype"]], device=device,
-            measures=tuple(section.get("measures", cls.measures)),
-        )
