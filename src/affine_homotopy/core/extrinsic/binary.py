@@ -79,12 +79,9 @@ class BinaryTarget:
 
 
 def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np.ndarray) -> tuple[float, float]:
-    """``(root, t_end)``: the largest ``t`` with ``g(t) > 0``, ``g(t) = sum_hi y_r hi_r(t) + sum_lo y_r
-    lo_r(t)`` (module docstring), 0 when ``g(0) <= 0`` or no row carries a dual; and the end of
-    ``g``'s domain. ``y`` is first cleaned to the valid signs (hi <= 0, lo >= 0). ``g`` is finite and
-    decreasing on ``[0, t_end)`` and ``-inf`` beyond: ``t_end`` is the level where a used half-space
-    disappears (``q_n - t`` or ``1 - q_n - t`` reaches 0), so a root at ``t_end`` says nothing of
-    higher levels (the iteration then probes just above it)."""
+    """``(root, t_end)``: the largest ``t`` with ``g(t) > 0`` (module docstring; 0 when ``g(0) <= 0`` or no
+    row carries a dual, ``y`` cleaned to hi <= 0, lo >= 0), and ``t_end``, where a used half-space
+    disappears and ``g`` drops to ``-inf``: a root there says nothing of higher levels."""
     y = np.where(hi_side, np.minimum(y, 0.0), np.maximum(y, 0.0))
     used = y != 0
     if not used.any():

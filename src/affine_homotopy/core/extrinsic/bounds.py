@@ -19,15 +19,9 @@ BOUND_RTOL, BOUND_ATOL = 1e-6, 1e-9
 
 
 def softmax_lipschitz(inverse_temperature: float = 1.0) -> float:
-    """L2 Lipschitz constant ``c(lam)`` of ``z -> softmax(lam z)``: exactly ``lam / 2``.
-
-    The Jacobian is ``lam (diag(p) - p p^T)``, symmetric positive semi-definite. By Gershgorin its
-    eigenvalues lie in ``[0, max_k 2 p_k (1 - p_k)]`` (diagonal ``p_k - p_k^2``, absolute
-    off-diagonal row sum ``p_k (1 - p_k)``), and ``2 p (1 - p) <= 1/2``; the mean-value theorem on
-    the convex domain turns the Jacobian bound into a Lipschitz bound. It is attained: two classes
-    with equal logits (``p = (1/2, 1/2)``) give eigenvalue ``lam / 2`` in direction ``(1, -1)``.
-    (The often quoted constant ``lam`` is valid but loose by a factor of 2.)
-    """
+    """L2 Lipschitz constant ``c(lam)`` of ``z -> softmax(lam z)``: exactly ``lam / 2``. The Jacobian
+    ``lam (diag(p) - p p^T)`` has, by Gershgorin, eigenvalues in ``[0, max_k 2 p_k (1 - p_k)] <= 1/2``;
+    two classes with equal logits attain it (the often quoted ``lam`` is loose by a factor of 2)."""
     return 0.5 * float(inverse_temperature)
 
 
@@ -69,19 +63,14 @@ def check_bounds(d_psi: np.ndarray, bound: np.ndarray, bound_violations: np.ndar
 
 
 class LemmaCheck:
-    """Lemma 5.2 for every classifier evaluated: ``d_k(i -> j) <= c(lam) ||W_k||_2 d_aff(i -> j)``.
+    """Lemma 5.2 for every classifier evaluated, ``d_k(i -> j) <= c(lam) ||W_k||_2 d_aff(i -> j)``: the
+    largest norm per pair (``bound_worst``) and the classifiers breaking their own bound.
 
-    Keeps the largest norm per pair (``bound_worst = c(lam) * max_k ||W_k||_2 * d_aff``) and counts
-    classifiers that break their own bound (tolerances ``BOUND_RTOL``, ``BOUND_ATOL``). Every
-    classifier's candidates include it composed with the map ``A_ij`` rebuilt from the stored
-    solver weights, whose largest residual on the target itself is ``rebuilt_ij`` (Lemma 5.2 holds
-    exactly with it). ``d_aff`` maps onto the target's rank-truncated representation, so
-    ``rebuilt_ij <= sqrt(d_aff_ij^2 + tail_j^2)`` (``tail_j`` the largest row norm the rank rule
-    discarded from target ``j``): the bound is checked with ``d_aff_ij + excess_ij``,
-    ``excess_ij = max(0, rebuilt_ij - d_aff_ij)``, when ``excess_ij`` is within that allowance (plus
-    ``BOUND_RTOL`` of the target's scale for rounding). A larger excess means ``d_aff`` and the stored
-    weights disagree (a stale or altered file), and then the bound is checked against ``d_aff`` as
-    it stands.
+    Each classifier's candidates include it after the map rebuilt from the stored weights, whose
+    largest residual on the target is ``rebuilt_ij``. ``d_aff`` maps onto the target's rank-truncated
+    representation, so ``rebuilt_ij <= sqrt(d_aff_ij^2 + tail_j^2)`` (``tail_j``: the largest row norm
+    the rank rule discarded): the bound uses ``d_aff_ij + max(0, rebuilt_ij - d_aff_ij)`` within that
+    allowance; beyond it ``d_aff`` and the weights disagree (a stale file) and ``d_aff`` stands alone.
     """
 
     def __init__(self, count: int, d_aff: np.ndarray | None, lam: float, tail: np.ndarray,

@@ -34,16 +34,11 @@ def extrinsic_distances(
     d_aff: np.ndarray | None = None,
     pairs: Sequence[tuple[int, int]] | None = None,
 ) -> ExtrinsicResult:
-    """``d_psi`` for the ordered ``pairs`` (default: all), and with ``random_probes`` also ``d_worst``
-    and ``d_worst_search``; with ``d_aff`` Lemma 5.2's bounds (``bounds``) and checks.
-
-    ``probes[j]``: encoder ``j``'s task probe (None for an encoder that is no pair's target).
-    ``map_weights``: the intrinsic solver's weights, ``[i, j]`` for the map ``i -> j`` (a (K, K, N)
-    array such as ``d_aff_weights.npy``, or a mapping from the pairs to their (N,) weights); without
-    them the composed start uses the least-squares map. ``random_probes[j]``: encoder ``j``'s
-    random-label classifiers (possibly none: the search then starts from the task probe). ``d_aff``
-    (K, K): the intrinsic stage's, row mapped onto column.
-    """
+    """``d_psi`` for the ordered ``pairs`` (default: all), with ``random_probes`` also ``d_worst`` and
+    ``d_worst_search``, with ``d_aff`` (K, K) Lemma 5.2's bounds. ``probes[j]``: encoder ``j``'s task
+    probe (None if it is no pair's target). ``map_weights``: the intrinsic solver's weights for ``i ->
+    j`` at ``[i, j]`` ((K, K, N), or a mapping from pairs to (N,) arrays); without them the composed
+    start uses the least-squares map. ``random_probes[j]``: encoder ``j``'s random-label classifiers."""
     settings = settings or ExtrinsicSettings()
     names = list(names) if names is not None else [str(k) for k in range(len(representations))]
     plan = _check_inputs(representations, probes, map_weights, random_probes, d_aff, pairs)

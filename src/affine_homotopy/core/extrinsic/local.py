@@ -74,11 +74,8 @@ def soft_label_fit(
     Z: torch.Tensor, P: torch.Tensor, A0: torch.Tensor, c0: torch.Tensor, max_iter: int, tol: float = 1e-9
 ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor]:
     """FISTA on the mean soft-label cross entropy of every head; returns A, c, iterations, grad norms.
-
-    ``Z^T Z = N I`` and ``Z^T 1 = 0``, so the Hessian in ``(A, c)`` is at most ``1/2`` times the
-    identity: step 2 is the exact ``1/L`` step. Momentum restarts per head when the gradient and
-    the last step point the same way (O'Donoghue & Candes), which keeps the heads independent.
-    """
+    ``Z^T Z = N I``, ``Z^T 1 = 0``: the Hessian is at most ``I / 2``, so step 2 is the exact ``1/L``
+    step. Momentum restarts per head (O'Donoghue & Candes), which keeps the heads independent."""
     n = Z.shape[0]
     x_A, x_c = A0.clone(), c0.clone()
     y_A, y_c = A0.clone(), c0.clone()
@@ -117,16 +114,10 @@ def refine(
     Z: torch.Tensor, P: torch.Tensor, A: torch.Tensor, c: torch.Tensor, settings: ExtrinsicSettings,
     first_step: float = 1.0,
 ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Annealed smooth-max refinement (the module docstring's *refined*).
-
-    Returns the best values (H,), iterations, gradient norms and the best maps ``A`` (r, H, C),
-    ``c`` (H, C) (a head that is not refined keeps its start).
-
-    Each round optimises every head on its working set (its currently worst examples), then scores
-    all examples and keeps, per head, the better of the new and the best map so far; the next round
-    starts from the best map with a re-chosen working set. Short rounds matter: a long run on a
-    small working set drives the examples outside it up.
-    """
+    """Annealed smooth-max refinement (*refined*): the best values (H,), iterations, gradient norms and
+    maps ``A`` (r, H, C), ``c`` (H, C). Each round fits every head on its currently worst examples,
+    then keeps per head the better of the new and the best map on all examples. Short rounds
+    matter: a long run on a small working set drives the examples outside it up."""
     n = P.shape[0]
     errors = errors_of(Z, A, c, P)
     best = errors.max(dim=0).values
@@ -255,15 +246,10 @@ def _gather(maps: dict[str, tuple[torch.Tensor, torch.Tensor]], names: tuple[str
 
 def fit_heads(Z: torch.Tensor, heads: Heads, settings: ExtrinsicSettings, soft_label: bool = True,
               refine_heads: bool = True) -> HeadResult:
-    """Every start map of ``heads.starts`` (plus the soft-label fit from the least-squares start),
-    then the refinement from each head's best start; the value is the smallest max error found.
-
-    A refinement that makes no progress (its value equals the start's to ``1e-9`` relative, above
-    the exact-fit floor) is a stall, not evidence of a minimum: L-BFGS's line search can fail at the
-    first step on one rounding of the inputs and succeed on another. Those heads are refined again
-    from each of their other starts, and the best result is kept (``stalled``, ``restarted_improved``).
-    ``refine_heads=False`` returns the best start (the certified two-class path needs only starts).
-    """
+    """Every start of ``heads.starts`` (and the soft-label fit), then the refinement from each head's
+    best start (``refine_heads=False``: the best start); the value is the smallest max error found.
+    A refinement without progress is a stall, not a minimum (L-BFGS's line search can fail on one
+    rounding of the inputs and succeed on another): it is restarted from the head's other starts."""
     candidates: dict[str, torch.Tensor] = {}
     maps: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for name, (A, c) in heads.starts.items():

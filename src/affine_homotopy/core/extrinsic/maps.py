@@ -16,14 +16,9 @@ def as_tensor(array: np.ndarray, settings: ExtrinsicSettings) -> torch.Tensor:
 
 
 class PairMaps:
-    """Start maps for the classifiers of one pair ``i -> j``: *composed* and *least_squares* (docs/method.md).
-
-    The composed start regresses a classifier's logits on encoder ``i`` with the intrinsic
-    engine's weighted least squares (:class:`affine_homotopy.core.linalg.WeightedLeastSquares` on the
-    design ``[U_i, 1/sqrt(N)]`` with the map's solver weights, exactly as
-    :func:`affine_homotopy.core.intrinsic.affine_map`): the logits are linear in the target, so this
-    *is* ``psi' o A_ij``. The normal equations are factorised once per pair.
-    """
+    """Start maps for the classifiers of one pair ``i -> j``, *composed* and *least_squares*. The map
+    ``A_ij`` is the intrinsic engine's weighted least squares on ``[U_i, 1/sqrt(N)]`` with the stored
+    solver weights (as :func:`affine_homotopy.core.intrinsic.affine_map`), factorised once per pair."""
 
     def __init__(self, design: torch.Tensor, weights: torch.Tensor | None) -> None:
         self.U = design[:, :-1]
@@ -34,13 +29,10 @@ class PairMaps:
 
     def starts(self, logits: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                lam: float) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """``{"composed": (A, c), "least_squares": (A, c)}`` for G classifiers ``weight`` (G, D', C),
-        ``bias`` (G, C) with logits (N, G, C) on the target: A (r, G, C), c (G, C).
-
-        ``composed`` is the classifier composed with this pair's map ``A_ij`` (after
-        :meth:`fit_target`): the logits are linear in the target, so its coefficients are the map's
-        times ``lam W`` (columns of ``W`` beyond the target's width, a stack's padding, meet zeros).
-        ``least_squares`` fits the logits themselves by ordinary least squares."""
+        """``{"composed": (A, c), "least_squares": (A, c)}``, A (r, G, C), c (G, C), for G classifiers
+        ``weight`` (G, D', C), ``bias`` (G, C) with logits (N, G, C) on the target. *composed*: the
+        classifier after ``A_ij`` (the logits are linear in the target; a stack's padded rows of ``W``
+        meet zeros); *least_squares*: the logits fitted by ordinary least squares."""
         n, groups, n_classes = logits.shape
         rank = self.U.shape[1]
         flat = logits.reshape(n, -1)
@@ -52,11 +44,9 @@ class PairMaps:
         return {"composed": composed, "least_squares": least_squares}
 
     def fit_target(self, Y: torch.Tensor, target: Factors) -> float:
-        """Fit the map ``A_ij`` to the target's rank-truncated representation (as ``d_aff`` does, with
-        the stored weights; by least squares without them); returns its largest residual on the
-        target ``Y`` (N, D) itself, ``max_n ||y_n - A_ij(x_n)||``: the value Lemma 5.2's composed
-        candidate uses, at most ``sqrt(d_aff^2 + tail^2)`` (tail: the target's
-        ``tail_row_norm_max``)."""
+        """Fit ``A_ij`` to the target's rank-truncated representation (as ``d_aff``, or by least squares
+        without weights); returns its largest residual on ``Y`` (N, D) itself, the value Lemma 5.2's
+        composed candidate uses: at most ``sqrt(d_aff^2 + tail^2)`` (the target's ``tail_row_norm_max``)."""
         self.design = torch.cat([self.U, self.U.new_full((self.U.shape[0], 1), 1.0 / self.root)], dim=1)
         truncated = target.with_basis(Y).truncated()
         self.coef = self.design.T @ truncated if self.fit is None else self.fit.solve(truncated)

@@ -150,13 +150,10 @@ class WorstCaseSearch:
             self.lemma.add(self.source, j, values[part][keep].cpu().numpy(), norms[part][keep].cpu().numpy())
 
     def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> Classifiers:
-        """``count`` classifiers per head aimed at what the map cannot reproduce (heads h*count..).
-
-        For the examples with the largest residuals ``r_n = y_n - A_ij(x_n)`` of the composed start's
-        map: ``W = radius (r_n / ||r_n||) v^T`` with ``v = (e_a - e_b) / sqrt(2)`` a class contrast
-        (``||W||_2 = radius``), and the bias putting the midpoint of ``y_n`` and ``A_ij(x_n)`` on the
-        decision boundary between classes ``a`` and ``b``: the composed map then errs most there.
-        """
+        """``count`` classifiers per head aimed at what the map cannot reproduce: for the examples with the
+        largest residuals ``r_n = y_n - A_ij(x_n)``, ``W = radius (r_n / ||r_n||) v^T`` (``v`` a unit class
+        contrast ``(e_a - e_b) / sqrt(2)``), and the bias putting the midpoint of ``y_n`` and
+        ``A_ij(x_n)`` on the boundary between classes ``a`` and ``b``, where the composed map errs most."""
         width = self.Y.shape[2]
         Ws, bs = [], []
         for slot, j in enumerate(self.others):
@@ -177,13 +174,9 @@ class WorstCaseSearch:
         return Classifiers(torch.stack(Ws), torch.stack(bs))
 
     def ascent_direction(self, clf: Classifiers, A: torch.Tensor, c: torch.Tensor) -> Classifiers:
-        """Unit-length ascent direction of the smooth maximum of the errors with the maps fixed.
-
-        By Danskin's theorem the gradient of ``min_psi max_n e_n`` in the classifier is that of
-        ``max_n e_n`` at the best map; the smooth maximum's weights stand in for the minimax dual
-        weights. The bias is stepped as the mean logit, scaled by the target's RMS centred row norm,
-        so that a unit step moves the logits by comparable amounts through ``W`` and ``b``.
-        """
+        """Unit ascent direction of the smooth maximum of the errors, the maps fixed (Danskin: the
+        gradient of ``min_psi max_n e_n`` is that of ``max_n e_n`` at the best map). The bias steps as
+        the mean logit scaled by the target's RMS centred row norm, comparable with ``W``'s steps."""
         n = self.Z.shape[0]
         P = torch.softmax(self.logits(clf), dim=2)  # (N, H, C)
         diff = P - torch.softmax(logits_of(self.Z, A, c), dim=2)
