@@ -7,9 +7,15 @@ import torch
 import pytest
 
 from affine_homotopy.models.derived import random_affine, svd_truncate
-from affine_homotopy.core.intrinsic import pairwise_affine_ls
-from affine_homotopy.core.intrinsic import factorise
+from affine_homotopy.core.intrinsic import IntrinsicSettings, factorise, pairwise_intrinsic
 from affine_homotopy.core.linalg import numerical_rank, rank_threshold
+
+
+def pairwise_affine_ls(reps: list[np.ndarray], block_mb: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's least-squares ``d_aff_ls`` for all ordered pairs (its first, uniform-weight fit) and the ranks."""
+    settings = IntrinsicSettings(max_iter=1, measures=("d_aff_ls",), block_mb=block_mb)
+    result = pairwise_intrinsic(reps, settings=settings)
+    return result.matrices["d_aff_ls"], result.ranks
 
 
 def low_rank_data(rng: np.random.Generator, n: int, d: int, rank: int) -> np.ndarray:

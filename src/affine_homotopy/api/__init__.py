@@ -49,10 +49,12 @@ Constant representations
     work (an input that is constant only up to rounding is found by the rank rule: rank 0, the same
     DataError after the factorisation).
 
-Bad input (different row counts, a 1-D array, ``N < 2``, NaN or inf, an unknown measure, a setting of
-the wrong type or out of range) raises :class:`ValueError` (or :class:`~affine_homotopy.errors.DataError`,
-a ValueError) naming the argument, its shape or value, and the fix; a value that cannot be computed
-raises :class:`~affine_homotopy.errors.NumericalError`. No numpy or torch exception escapes.
+Bad input raises a ValueError: :class:`~affine_homotopy.errors.ConfigError` for a setting of the
+wrong type or out of range or an unknown measure, :class:`~affine_homotopy.errors.DataError` for an
+array or probe (different row counts, a 1-D array, ``N < 2``, NaN or inf). Its ``argument`` field
+names the argument (``value``: what was found) and its message the shape or value and the fix; a
+value that cannot be computed raises :class:`~affine_homotopy.errors.NumericalError`. No numpy or
+torch exception escapes.
 """
 
 from __future__ import annotations

@@ -350,21 +350,6 @@ def _blocks(items: list[int], n: int, width: int, p: int, itemsize: int, block_m
     return [items[k : k + size] for k in range(0, len(items), size)]
 
 
-def pairwise_affine_ls(
-    representations: Sequence[np.ndarray],
-    names: Sequence[str] | None = None,
-    rank_multiplier: float = 5.0,
-    dtype: torch.dtype = torch.float64,
-    device: torch.device | str = "cpu",
-    block_mb: int = 256,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares ``d_aff_ls`` for all ordered pairs and the ranks (the solvers' first, uniform-weight fit)."""
-    settings = IntrinsicSettings(max_iter=1, rank_multiplier=rank_multiplier, dtype=dtype, device=device,
-                                 block_mb=block_mb, measures=("d_aff_ls",))
-    result = pairwise_intrinsic(representations, names, settings)
-    return result.matrices["d_aff_ls"], result.ranks
-
-
 def affine_map(
     X: np.ndarray, Y: np.ndarray, weights: np.ndarray, rank_multiplier: float = 5.0, dtype: torch.dtype = torch.float64,
 ) -> tuple[np.ndarray, np.ndarray]:

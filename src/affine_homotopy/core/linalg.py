@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from ..errors import NumericalError
+from ..errors import DataError, NumericalError
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,8 @@ def factorise(
         X = torch.from_numpy(X)
     X = X.to(device=device, dtype=dtype)
     if X.ndim != 2:
-        raise ValueError(f"representations must be a 2-D (N, D) array, got shape {tuple(X.shape)}")
+        raise DataError(f"representations must be a 2-D (N, D) array, got shape {tuple(X.shape)}",
+                        argument="representations", value=tuple(X.shape))
     n, dim = X.shape
     mean = X.mean(dim=0)
     centred = X - mean
@@ -287,10 +288,9 @@ class WeightedLeastSquares:
 
         ``select`` (a boolean mask or indices over the batch) computes them for those entries only.
         ``k_n = ||L^-1 x_n||^2`` with ``M = L L^T``: the triangular factor is inverted once (p^3 / 3)
-        and the rows are multiplied by it in blocks (:func:`row_norms_of_product`): a matrix product
-        instead of a triangular solve with N right-hand sides, 1.2-1.6x faster on one CPU thread for a
-        float32 fit of 6,000 rows and p = 385 (``benchmarks/daff_passes.py`` prints both side by side).
-        The leverages only scale the jacobi solver's steps, never a bound.
+        and the rows are multiplied by it in blocks (:func:`row_norms_of_product`): a matrix product,
+        cheaper than a triangular solve with N right-hand sides. The leverages only scale the jacobi
+        solver's steps, never a bound.
         """
         factor = self.factor if select is None else self.factor[select]
         eye = torch.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
@@ -310,8 +310,7 @@ def residual_norms(design: torch.Tensor, targets: torch.Tensor, coef: torch.Tens
 
     The same numbers as ``vector_norm(targets - design @ coef, dim=-1)``, computed in blocks of rows
     into one reused buffer: the (N, q) residual matrix is never materialised, so a pass over many rows
-    touches a few MB instead of allocating (and page-faulting) twice N q entries; measured 1.6-1.8x
-    faster than the materialised form at N = 67,349, q = 384 in float64 (benchmarks/daff_passes.py).
+    touches a few MB instead of allocating (and page-faulting) twice N q entries.
     """
     single = targets.ndim == 2
     targets, coef = (targets[None], coef[None]) if single else (targets, coef)

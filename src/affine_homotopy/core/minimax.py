@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from .interval import Interval
 from .linalg import WeightedLeastSquares, residual_norms, weighted_fit
 from .working_set_rule import uses_working_set, working_set_size  # noqa: F401  (part of this module's API)
@@ -127,8 +127,8 @@ def minimax_fit(
     start = None
     if initial_weights is not None:
         if initial_weights.shape != targets.shape[:2] or bool((initial_weights < 0).any()):
-            raise ValueError(f"initial_weights must be non-negative of shape {tuple(targets.shape[:2])}, "
-                             f"got shape {tuple(initial_weights.shape)}")
+            raise DataError(f"initial_weights must be non-negative of shape {tuple(targets.shape[:2])}, "
+                            f"got shape {tuple(initial_weights.shape)}", argument="initial_weights")
         start = initial_weights.to(design.dtype)
         start = start / start.sum(dim=1, keepdim=True)
     result = _iterate(design, targets, atol.to(design.dtype), tol, max_iter, update, orthonormal, start)

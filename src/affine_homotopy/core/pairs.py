@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError, DataError
+
 
 @dataclass(frozen=True)
 class PairPlan:
@@ -46,13 +48,15 @@ def plan_pairs(representations: Sequence[Any], pairs: Sequence[tuple[int, int]] 
     count = len(representations)
     rows = {rep.shape[0] for rep in representations}
     if len(rows) != 1:
-        raise ValueError(f"all encoders need the same examples (rows); got row counts {sorted(rows)}")
+        raise DataError(f"all encoders need the same examples (rows); got row counts {sorted(rows)}",
+                        argument="representations")
     if pairs is None:
         pairs = [(i, j) for i in range(count) for j in range(count) if i != j]
     bad = [pair for pair in pairs if len(pair) != 2 or pair[0] == pair[1]
            or not all(0 <= int(k) < count for k in pair)]
     if bad:
-        raise ValueError(f"pairs {bad}: each pair is (i, j) with i != j, both in 0..{count - 1}")
+        raise ConfigError(f"pairs {bad}: each pair is (i, j) with i != j, both in 0..{count - 1}",
+                          argument="pairs", value=bad)
     by_source: dict[int, set[int]] = {}
     for i, j in pairs:
         by_source.setdefault(int(i), set()).add(int(j))

@@ -41,6 +41,7 @@ import numpy as np
 import scipy.optimize
 import torch
 
+from ..errors import ConfigError, DataError
 from .linalg import rank_cutoff
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ def _lbfgs_softmax(
 
     Returns ``weight`` (D, C), ``bias`` (C,) and the iteration count. Numpy in float64 on the CPU:
     a single task probe is a small problem, where PyTorch's per-step overhead (autograd, the
-    Python-level two-loop recursion) made the fit 3-4x dearer (``benchmarks/probe_fit.py``).
+    Python-level two-loop recursion) would dominate the fit.
     """
     n, dim = Z.shape
     one_hot = np.zeros((n, n_classes))
@@ -186,9 +187,10 @@ def fit_softmax_probe(
     # a copy: labels read from a parquet table are a read-only view, which torch.from_numpy warns about
     y = np.array(y, dtype=np.int64)
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
-        raise ValueError(f"X must be (N, D) with one label per row; got X {X.shape}, y {y.shape}")
+        raise DataError(f"X must be (N, D) with one label per row; got X {X.shape}, y {y.shape}",
+                        argument="X", value=X.shape)
     if y.min() < 0 or y.max() >= n_classes:
-        raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {y.min()}..{y.max()}")
+        raise DataError(f"labels must lie in 0..{n_classes - 1}, found {y.min()}..{y.max()}", argument="y")
     mean, scale = _standardise(X, rank_multiplier)
     Z = (X - mean) / scale
     scores: dict[float, float] = {}
@@ -262,9 +264,9 @@ def fit_softmax_probes(
     X = np.asarray(X, dtype=np.float64)
     Y = np.array(Y, dtype=np.int64)  # a writable copy (torch.from_numpy warns on read-only arrays)
     if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
+        raise DataError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}", argument="X", value=X.shape)
     if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
-        raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}")
+        raise DataError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}", argument="Y")
     mean, scale = _standardise(X, rank_multiplier)
     Z = torch.from_numpy((X - mean) / scale).to(device)
     w, b, iterations = _lbfgs_logistic(Z, torch.from_numpy(Y).to(device), n_classes, float(l2), max_iter)
@@ -339,11 +341,12 @@ def _sgd_inputs(X: np.ndarray, Y: np.ndarray, n_classes: int, learning_rates: Se
         X = np.array(X)
     Y = np.array(Y, dtype=np.int64)
     if Y.ndim != 2 or X.ndim != 2 or X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}")
+        raise DataError(f"X must be (N, D) and Y (N, H); got X {X.shape}, Y {Y.shape}", argument="X", value=X.shape)
     if Y.size and (Y.min() < 0 or Y.max() >= n_classes):
-        raise ValueError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}")
+        raise DataError(f"labels must lie in 0..{n_classes - 1}, found {Y.min()}..{Y.max()}", argument="Y")
     if not learning_rates or min(learning_rates) <= 0 or epochs < 1 or batch_size < 1:
-        raise ValueError("learning rates must be positive, epochs and batch size at least 1")
+        raise ConfigError("learning rates must be positive, epochs and batch size at least 1",
+                          argument="learning_rates", value=learning_rates)
     return X, Y
 
 
@@ -395,7 +398,7 @@ def fit_random_probes(
             int(spec.get("batch_size", 64)), float(spec.get("l2", 0.0)), int(spec.get("seed", 42)), device=device)
     if method == "lbfgs":
         return fit_softmax_probes(X, Y, n_classes, task_l2, lbfgs_max_iter, device, rank_multiplier)
-    raise ValueError(f"random probe method must be 'sgd' or 'lbfgs', got {method!r}")
+    raise ConfigError(f"random probe method must be 'sgd' or 'lbfgs', got {method!r}", argument="spec", value=method)
 
 
 # ---------------------------------------------------------------------------------------------

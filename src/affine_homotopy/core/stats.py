@@ -38,6 +38,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from ..errors import DataError
+
 Method = Literal["spearman", "pearson"]
 Alternative = Literal["two-sided", "greater", "less"]
 METHODS: tuple[Method, ...] = ("spearman", "pearson")
@@ -162,7 +164,8 @@ def mantel(
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.shape != y.shape or x.ndim != 2 or x.shape[0] != x.shape[1]:
-        raise ValueError(f"need two K x K matrices of the same shape, got {x.shape} and {y.shape}")
+        raise DataError(f"need two K x K matrices of the same shape, got {x.shape} and {y.shape}", argument="y",
+                        value=y.shape)
     k = len(x)
     zx, zy = _standardised_off_diagonal(x, method), _standardised_off_diagonal(y, method)
     if k < 3 or zx is None or zy is None:
@@ -314,7 +317,7 @@ def stars(p: float) -> str:
 
 def _check_same_names(a: pd.DataFrame, b: pd.DataFrame) -> None:
     if list(a.index) != list(b.index):
-        raise ValueError("the two matrices must list the same encoders in the same order")
+        raise DataError("the two matrices must list the same encoders in the same order", argument="b")
 
 
 def to_markdown(frame: pd.DataFrame, digits: int = 3) -> str:

@@ -12,16 +12,15 @@ Solvers (``SOLVERS``, selected by name):
     over the last steps. A point whose dual value falls below the best one seen is rejected: the
     iteration goes back to the best point, forgets its history and takes a plain step (halving
     ``gamma`` when the rejected point was itself a plain step). Rows may leave and re-enter the
-    support. Measured on MiniLM layer pairs (0.1 % gap): 10-16 weighted fits at N = 2,000 (Lawson:
-    116-296), 45-75 at N = 20,000 (Lawson: 400), where the dual converges within about 30 fits and
-    the upper bound lags. Problems whose residuals are effectively one-dimensional (the optimum rests
-    on about p + 1 rows; e.g. ``d_lin`` onto an encoder whose mean is not linearly reachable) are
-    slow for both: hundreds of fits (Lawson: over a thousand).
+    support. On sentence-embedding pairs it needs several times fewer weighted fits than Lawson's
+    (docs/performance.md); the dual converges first and the upper bound lags. Problems whose
+    residuals are effectively one-dimensional (the optimum rests on about p + 1 rows; e.g. ``d_lin``
+    onto an encoder whose mean is not linearly reachable) are slow for both.
 ``lawson``
     Lawson's iteratively reweighted least squares, ``w <- w r^power / sum(w r^power)``: the same
     dual ascent with ``D_n = 2 G_n / w_n``, which ignores the leverage and so takes steps about
     ``N / p`` times too short on low-leverage rows. Monotone and convergent (``power`` 1), but
-    linear: hundreds of fits for a 0.1 % gap.
+    linear: many fits for a small gap.
 """
 
 from __future__ import annotations
@@ -31,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from ..errors import ConfigError
 
 DEFAULT_SOLVER = "jacobi"
 DEFAULT_MEMORY = 5  # Anderson memory of the jacobi solver
@@ -51,7 +52,8 @@ class LawsonUpdate:
 
     def __init__(self, batch: int, n: int, dtype: torch.dtype, device: torch.device, options: SolverOptions) -> None:
         if options.power < 1:
-            raise ValueError(f"lawson solver: power must be >= 1, got {options.power}")
+            raise ConfigError(f"lawson solver: power must be >= 1, got {options.power}",
+                              argument="power", value=options.power)
         self.power = options.power
 
     def __call__(self, ids: torch.Tensor, w: torch.Tensor, sq_residual: torch.Tensor, dual: torch.Tensor,
@@ -78,7 +80,8 @@ class JacobiUpdate:
     def __init__(self, batch: int, n: int, dtype: torch.dtype, device: torch.device, options: SolverOptions) -> None:
         step, memory = options.step, options.memory
         if step <= 0 or memory < 0:
-            raise ValueError(f"jacobi solver: step must be > 0 and memory >= 0, got step {step}, memory {memory}")
+            raise ConfigError(f"jacobi solver: step must be > 0 and memory >= 0, got step {step}, memory {memory}",
+                              argument="step" if step <= 0 else "memory")
         self.memory = memory
         # a dual value below the best by more than rounding is a rejected step
         self.slack = max(1e-12, 64 * torch.finfo(dtype).eps)

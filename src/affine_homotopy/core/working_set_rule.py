@@ -3,10 +3,10 @@
 Integer rules without torch, so that the cost model (:mod:`affine_homotopy.costs.model`), which the
 workflow reads before any job runs, prices a pair by the solver path it will take.
 
-Measured on MiniLM SST-2 pairs (p = 385): the optimum rests on about 10 p rows whatever N (40 % of
-8,000 rows, 20 % of 20,000, 6 % of 67,349); side by side with the plain solver the loop was
-0.7-1.05x at N = 8,000 (so the share rule leaves it out there), 1.8x at 20,000 and faster still at
-67,349.
+On sentence-embedding pairs the optimum rests on a number of rows proportional to the design's
+width p whatever N, so the loop pays only where its first set is a small share of the rows; where
+that share is large it costs about as much as the plain solver, and the share rule leaves it out
+(docs/performance.md).
 """
 
 from __future__ import annotations
