@@ -30,6 +30,10 @@ class AffineHomotopyError(Exception):
         super().__init__(*args)
         self.argument, self.key, self.value = argument, key, value
 
+    def __reduce__(self) -> tuple:
+        # the fields travel with a pickled error (a worker process's), not only its message
+        return (self.__class__, self.args, {"argument": self.argument, "key": self.key, "value": self.value})
+
 
 class ConfigError(AffineHomotopyError, ValueError):
     """A setting out of range or of the wrong type: a study config key (``key``, raised before any job) or a

@@ -120,3 +120,14 @@ def test_a_table_lookup_with_an_unknown_name_is_named() -> None:
         missing = next(name for name in key if name not in ("a", "b"))
         with pytest.raises(KeyError, match=_named(repr(missing), "'a'", "'b'")):
             table[key]
+
+
+def test_error_fields_survive_pickling() -> None:
+    """An error raised in a worker process keeps its fields, not only its message."""
+    import pickle
+
+    with pytest.raises(ConfigError) as raised:
+        ah.d_aff(X, Y, tol=2.0)
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert type(again) is ConfigError and str(again) == str(raised.value)
+    assert (again.argument, again.value, again.key) == ("tol", 2.0, None)

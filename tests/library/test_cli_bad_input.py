@@ -124,3 +124,20 @@ def test_a_result_that_did_not_converge_says_so(folder: Path, capsys) -> None:
                                         notes[0]), err
     status, out, err = run(folder, capsys, "pairwise", "x.npy", "y.npy", "--max-iter", "1", "--tol", "1e-12")
     assert status == 0 and re.fullmatch(r"affine-homotopy: note: d_aff: [12] of 2 ordered pairs.*\n", err), err
+
+
+@pytest.mark.parametrize("argument,named", [("max_iter", "--max-iter: "), ("source", "x.npy: "), ("target", "y.npy: "),
+                                            ("probe", "")])
+def test_errors_are_named_by_their_argument_field_not_their_text(folder: Path, capsys, monkeypatch, argument: str,
+                                                                 named: str) -> None:
+    """Whatever the library's message says, the option or file the command names comes from the error's
+    ``argument`` field."""
+    from affine_homotopy import api
+    from affine_homotopy.errors import ConfigError
+
+    def refuse(*_, **__):
+        raise ConfigError("a reworded message that names nothing", argument=argument, value=0)
+
+    monkeypatch.setattr(api, "distances", refuse)
+    line = error_line(folder, capsys, "distance", "x.npy", "y.npy")
+    assert line == f"affine-homotopy: error: {named}a reworded message that names nothing"
