@@ -40,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.measures import BASELINES, DEFAULT_SELECTION, extrinsic_selection, random_classifiers_needed
+from ..core.measures import BASELINES
+from ..study.selection import DEFAULT_SELECTION, extrinsic_selection, random_classifiers_needed
 from ..core.working_set_rule import uses_working_set
 
 N_REF, D_REF = 10_000, 384
