@@ -248,24 +248,26 @@ def test_every_classifier_is_checked_against_its_own_bound() -> None:
     """The per-classifier check: d_k <= c ||W_k|| d_aff, with the rebuilt map's residual where it is larger."""
     from affine_homotopy.core.extrinsic.bounds import LemmaCheck
 
-    d_aff = np.array([[0.0, 0.1], [0.2, 0.0]])
-    scale = np.array([1.0, 1.0])
-    check = LemmaCheck(2, d_aff, 1.0, np.array([1e-3, 1e-3]), scale)
-    check.rebuilt[:] = d_aff
-    check.add(0, 1, np.array([0.04, 0.06, 0.5]), np.array([1.0, 1.0, 10.0]))  # bounds 0.05, 0.05, 0.5
-    check.add(1, 0, np.array([0.1]), np.array([1.0]))  # bound 0.1: equal is fine
-    np.testing.assert_array_equal(check.violations, [[0, 1], [0, 0]])
-    np.testing.assert_allclose(check.bound_worst(), [[0.0, 0.5 * 10 * 0.1], [0.5 * 1 * 0.2, 0.0]])
+    # source 0 onto target 1 (d_aff 0.1) and source 1 onto target 0 (d_aff 0.2), rebuilt maps at d_aff
+    check = LemmaCheck(0.5, np.array([0.1]), np.array([1e-3]), np.array([1.0]), np.array([0.1]))
+    tally = check.tally([np.array([0.04, 0.06, 0.5])], [np.array([1.0, 1.0, 10.0])])  # bounds 0.05, 0.05, 0.5
+    other = LemmaCheck(0.5, np.array([0.2]), np.array([1e-3]), np.array([1.0]), np.array([0.2]))
+    assert other.tally([np.array([0.1])], [np.array([1.0])]).violations.sum() == 0  # bound 0.1: equal is fine
+    np.testing.assert_array_equal(tally.violations, [1])
+    np.testing.assert_array_equal(tally.evaluated, [3])
+    np.testing.assert_array_equal(tally.norm_max, [10.0])
+    merged = tally + check.tally([np.array([0.01])], [np.array([20.0])])
+    np.testing.assert_array_equal(merged.norm_max, [20.0])
+    np.testing.assert_array_equal(merged.evaluated, [4])
+    np.testing.assert_array_equal(merged.violations, [1])
     # target 1's rank rule discarded rows up to 0.1 long: the rebuilt map may reach sqrt(0.1^2 + 0.1^2)
-    relaxed = LemmaCheck(2, d_aff, 1.0, np.array([0.1, 0.1]), scale)
-    relaxed.rebuilt[0, 1] = 0.13  # within 0.1414: Lemma 5.2 allows 0.5 * 0.13 = 0.065
-    relaxed.add(0, 1, np.array([0.06]), np.array([1.0]))
-    assert relaxed.violations.sum() == 0
-    assert relaxed.excess(0, 1) == pytest.approx(0.03)
-    stale = LemmaCheck(2, d_aff, 1.0, np.array([0.01, 0.01]), scale)
-    stale.rebuilt[0, 1] = 0.13  # beyond sqrt(0.1^2 + 0.01^2): d_aff and the weights disagree, d_aff is checked as it is
-    stale.add(0, 1, np.array([0.06]), np.array([1.0]))
-    assert stale.violations.sum() == 1 and stale.excess(0, 1) == 0.0
+    relaxed = LemmaCheck(0.5, np.array([0.1]), np.array([0.1]), np.array([1.0]), np.array([0.13]))
+    assert relaxed.tally([np.array([0.06])], [np.array([1.0])]).violations.sum() == 0  # 0.5 * 0.13 = 0.065
+    assert relaxed.excess(0) == pytest.approx(0.03)
+    # beyond sqrt(0.1^2 + 0.01^2): d_aff and the weights disagree, d_aff is checked as it is
+    stale = LemmaCheck(0.5, np.array([0.1]), np.array([0.01]), np.array([1.0]), np.array([0.13]))
+    assert stale.tally([np.array([0.06])], [np.array([1.0])]).violations.sum() == 1 and stale.excess(0) == 0.0
+    assert stale.drifted(0) and not relaxed.drifted(0)
 
 
 def test_identical_encoders_meet_the_bound_at_the_rank_rules_tail() -> None:
@@ -323,7 +325,7 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperatu
     from affine_homotopy.core.extrinsic import ExtrinsicSettings
     from affine_homotopy.core.extrinsic.fixed import FixedClassifierSolver
     from affine_homotopy.core.extrinsic.local import logits_of
-    from affine_homotopy.core.extrinsic.maps import PairMaps
+    from affine_homotopy.core.extrinsic.prepare import PairMaps
     from affine_homotopy.core.extrinsic.search import Classifiers, WorstCaseSearch
     from affine_homotopy.core.linalg import factorise
 
@@ -387,7 +389,7 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperatu
 def test_projection_onto_the_spectral_ball() -> None:
     import torch
 
-    from affine_homotopy.core.extrinsic.maps import project_to_ball
+    from affine_homotopy.core.extrinsic.prepare import project_to_ball
 
     rng = np.random.default_rng(5)
     W = torch.as_tensor(rng.standard_normal((3, 6, 3)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,54 +63,61 @@ def check_bounds(d_psi: np.ndarray, bound: np.ndarray, bound_violations: np.ndar
                              "(bound_worst.csv); nothing was written")
 
 
+@dataclass(frozen=True)
+class LemmaTally:
+    """What one phase found on Lemma 5.2 for each target of a source, (H,) each: the largest classifier
+    norm, the classifiers evaluated and those above their own bound. Phases return it; the engine adds."""
+
+    norm_max: np.ndarray
+    evaluated: np.ndarray
+    violations: np.ndarray
+
+    @staticmethod
+    def empty(heads: int) -> LemmaTally:
+        return LemmaTally(np.zeros(heads), np.zeros(heads, dtype=int), np.zeros(heads, dtype=int))
+
+    def __add__(self, other: LemmaTally) -> LemmaTally:
+        return LemmaTally(np.maximum(self.norm_max, other.norm_max), self.evaluated + other.evaluated,
+                          self.violations + other.violations)
+
+
+@dataclass(frozen=True)
 class LemmaCheck:
-    """Lemma 5.2 for every classifier evaluated, ``d_k(i -> j) <= c(lam) ||W_k||_2 d_aff(i -> j)``: the
-    largest norm per pair (``bound_worst``) and the classifiers breaking their own bound.
+    """Lemma 5.2 for every classifier of source ``i`` onto target ``others[h]``, ``d_k <= c(lam) ||W_k||_2
+    d_aff``, (H,) each (``d_aff`` None: no bound to check).
 
     Each classifier's candidates include it after the map rebuilt from the stored weights, whose
-    largest residual on the target is ``rebuilt_ij``. ``d_aff`` maps onto the target's rank-truncated
-    representation, so ``rebuilt_ij <= sqrt(d_aff_ij^2 + tail_j^2)`` (``tail_j``: the largest row norm
-    the rank rule discarded): the bound uses ``d_aff_ij + max(0, rebuilt_ij - d_aff_ij)`` within that
-    allowance; beyond it ``d_aff`` and the weights disagree (a stale file) and ``d_aff`` stands alone.
+    largest residual on the target is ``rebuilt``. ``d_aff`` maps onto the target's rank-truncated
+    representation, so ``rebuilt <= sqrt(d_aff^2 + tail^2)`` (``tail``: the largest row norm the rank
+    rule discarded): the bound uses ``d_aff + max(0, rebuilt - d_aff)`` within that allowance; beyond
+    it ``d_aff`` and the weights disagree (a stale file) and ``d_aff`` stands alone.
     """
 
-    def __init__(self, count: int, d_aff: np.ndarray | None, lam: float, tail: np.ndarray,
-                 scale: np.ndarray) -> None:
-        self.d_aff = None if d_aff is None else np.asarray(d_aff, dtype=np.float64)
-        self.tail = np.asarray(tail, dtype=np.float64)
-        self.scale = np.asarray(scale, dtype=np.float64)
-        self.rebuilt = np.zeros((count, count))
-        self.c = softmax_lipschitz(lam)
-        self.norm_max = np.zeros((count, count))
-        self.violations = np.zeros((count, count), dtype=int)
-        self.evaluated = np.zeros((count, count), dtype=int)
+    c: float
+    d_aff: np.ndarray | None
+    tail: np.ndarray
+    scale: np.ndarray  # the target's largest row norm
+    rebuilt: np.ndarray
 
-    def add(self, i: int, j: int, values: np.ndarray, norms: np.ndarray) -> None:
-        values, norms = np.asarray(values, dtype=np.float64), np.asarray(norms, dtype=np.float64)
-        if values.size == 0:
-            return
-        self.norm_max[i, j] = max(self.norm_max[i, j], float(norms.max()))
-        self.evaluated[i, j] += values.size
-        if self.d_aff is not None:
-            bound = self.c * norms * (self.d_aff[i, j] + self.excess(i, j))
-            self.violations[i, j] += int((values > bound * (1 + BOUND_RTOL) + BOUND_ATOL).sum())
+    def drifted(self, h: int) -> bool:
+        """Whether the rebuilt residual exceeds ``d_aff`` by more than the allowance."""
+        d_aff = self.d_aff[h]
+        return self.rebuilt[h] - d_aff > math.sqrt(d_aff**2 + self.tail[h] ** 2) - d_aff + BOUND_RTOL * self.scale[h]
 
-    def allowance(self, i: int, j: int) -> float:
-        """How far the rebuilt map's residual may exceed ``d_aff`` (see the class docstring)."""
-        d_aff = self.d_aff[i, j]
-        return math.sqrt(d_aff**2 + self.tail[j] ** 2) - d_aff + BOUND_RTOL * self.scale[j]
-
-    def excess(self, i: int, j: int) -> float:
-        """``max(0, rebuilt - d_aff)`` within the allowance, else 0 (see the class docstring)."""
+    def excess(self, h: int) -> float:
+        """``max(0, rebuilt - d_aff)`` within the allowance, else 0."""
         if self.d_aff is None:
             return 0.0
-        gap = max(0.0, self.rebuilt[i, j] - self.d_aff[i, j])
-        return gap if gap <= self.allowance(i, j) else 0.0
+        gap = max(0.0, self.rebuilt[h] - self.d_aff[h])
+        return 0.0 if self.drifted(h) else gap
 
-    def bound_worst(self) -> np.ndarray | None:
-        if self.d_aff is None:
-            return None
-        bound = self.c * self.norm_max * self.d_aff
-        np.fill_diagonal(bound, 0.0)
-        return bound
-
+    def tally(self, values: list[np.ndarray], norms: list[np.ndarray]) -> LemmaTally:
+        """``values[h]``, ``norms[h]``: the classifiers evaluated for target ``h``."""
+        values = [np.asarray(v, dtype=np.float64) for v in values]
+        norms = [np.asarray(v, dtype=np.float64) for v in norms]
+        violations = np.zeros(len(values), dtype=int)
+        for h in range(len(values) if self.d_aff is not None else 0):
+            bound = self.c * norms[h] * (self.d_aff[h] + self.excess(h))
+            violations[h] = int((values[h] > bound * (1 + BOUND_RTOL) + BOUND_ATOL).sum())
+        return LemmaTally(np.array([float(n.max()) if n.size else 0.0 for n in norms]),
+                          np.array([v.size for v in values]), violations)

@@ -11,7 +11,7 @@ import numpy as np
 from ...errors import NumericalError
 from ..pairs import PairPlan, PhaseClock, plan_pairs
 from ..probes import ProbeSet, SoftmaxProbe
-from .bounds import lemma_bound
+from .bounds import LemmaTally, lemma_bound, softmax_lipschitz
 from .local import HeadResult
 from .phases import d_psi, d_worst, d_worst_search
 from .prepare import MapWeights, PreparedInputs, SourceContext, prepare, source_context
@@ -104,11 +104,17 @@ class _Tables:
         self.searched: dict[tuple[int, int], SearchedClassifier] = {}
         self.diagnostics: list[dict[str, object]] = []
         self.drifted: list[str] = []  # pairs whose rebuilt d_aff map disagrees with d_aff
+        # Lemma 5.2 per pair: the largest classifier norm, the classifiers above their bound, the bound's slack
+        self.norm_max, self.violations, self.excess = np.zeros((count, count)), np.zeros((count, count), int), \
+            np.zeros((count, count))
         self.stalls = self.restarts = self.lp_count = self.ipm_fallbacks = 0
         self.max_gap = 0.0
 
-    def count(self, ctx: SourceContext, result: HeadResult) -> None:
-        """Add one source's local-search stalls and its solver's LP counts."""
+    def count(self, ctx: SourceContext, result: HeadResult, lemma: LemmaTally) -> None:
+        """Add one source's local-search stalls, its solver's LP counts and its Lemma 5.2 check."""
+        i, others = ctx.i, ctx.others
+        self.norm_max[i, others], self.violations[i, others] = lemma.norm_max, lemma.violations
+        self.excess[i, others] = [ctx.lemma.excess(h) for h in range(len(others))]
         if result.stalled is not None:
             self.stalls += int(result.stalled.sum())
             self.restarts += int(result.restarted_improved.sum())
@@ -128,11 +134,12 @@ def _source_pairs(prep: PreparedInputs, i: int, others: list[int], map_weights: 
     values.d_psi[i, others], lower.d_psi[i, others] = task.upper, task.lower
     clock.stop("d_psi")
     worst_rows: dict[int, dict[str, object]] = {}
+    lemma = task.lemma
     if tables.worst_case:
         worst = d_worst(prep, ctx, task, settings)
         values.d_worst[i, others], lower.d_worst[i, others] = worst.upper, worst.lower
         tables.worst_index[i, others] = worst.index
-        worst_rows = worst.rows
+        worst_rows, lemma = worst.rows, lemma + worst.lemma
         clock.stop("d_worst")
     if tables.search:
         values.d_worst_search[i, others], lower.d_worst_search[i, others] = worst.upper, worst.lower
@@ -140,12 +147,13 @@ def _source_pairs(prep: PreparedInputs, i: int, others: list[int], map_weights: 
             found = d_worst_search(prep, ctx, worst, settings)
             values.d_worst_search[i, others], lower.d_worst_search[i, others] = found.upper, found.lower
             tables.searched.update({(i, j): clf for j, clf in found.searched.items()})
+            lemma = lemma + found.lemma
             for j, row in found.rows.items():
                 worst_rows.setdefault(j, {}).update(row)
         clock.stop("d_worst_search")
-    tables.count(ctx, task.result)
+    tables.count(ctx, task.result, lemma)
     tables.diagnostics += diagnostic_rows(prep, ctx, task.result, values, lower, tables.worst_index, worst_rows,
-                                          settings.atol)
+                                          lemma, settings.atol)
     log.info("source %d/%d '%s' (rank %d): d_psi %s%s%s", i + 1, len(prep.names), prep.names[i], ctx.rank,
              np.array2string(values.d_psi[i, others], precision=4),
              "" if values.d_worst is None else ", d_worst " + np.array2string(values.d_worst[i, others], precision=4),
@@ -186,15 +194,13 @@ def _result(prep: PreparedInputs, plan: PairPlan, tables: _Tables, probes: Seque
         if np.any(values.d_worst[off] < values.d_psi[off]) or (
                 tables.search and np.any(values.d_worst_search[off] < values.d_worst[off])):
             raise NumericalError("d_psi <= d_worst <= d_worst_search broke: a bug, the maxima are over nested sets")
-    lemma = prep.lemma
-    bounds = None
+    bounds, c = None, softmax_lipschitz(settings.inverse_temperature)
     if d_aff is not None:
-        excess = np.array([[lemma.excess(i, j) if i != j else 0.0 for j in range(count)] for i in range(count)])
-        bounds = LemmaBounds(
-            task=lemma_bound(probes, d_aff, settings.inverse_temperature),
-            task_slack=lemma.c * prep.task.norms[None, :] * excess, violations=lemma.violations,
-            worst=lemma.bound_worst() if tables.worst_case else None,
-        )
+        worst = c * tables.norm_max * prep.d_aff
+        np.fill_diagonal(worst, 0.0)
+        bounds = LemmaBounds(task=lemma_bound(probes, d_aff, settings.inverse_temperature),
+                             task_slack=c * prep.task.norms[None, :] * tables.excess, violations=tables.violations,
+                             worst=worst if tables.worst_case else None)
     worst_case = (WorstCaseDetails(classifier=tables.worst_index, radius=prep.radius, skipped=prep.skipped,
                                    searched=tables.searched) if tables.worst_case else None)
     return ExtrinsicResult(names=prep.names, pairs=plan.pairs, n_classes=prep.task.n_classes, certified=certified,

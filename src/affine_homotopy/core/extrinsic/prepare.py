@@ -1,5 +1,6 @@
 """The engine's inputs on its device: every encoder's probes, factorisation and search radius
-(:func:`prepare`), and one source's whitened basis, start maps and solver (:func:`source_context`)."""
+(:func:`prepare`), and one source's whitened basis, start maps, Lemma 5.2 check and solver
+(:func:`source_context`); the start maps and classifier logits every phase shares."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ import numpy as np
 import torch
 
 from ...errors import NumericalError
-from ..linalg import Factors, consecutive_blocks, factorise
+from ..linalg import Factors, WeightedLeastSquares, consecutive_blocks, factorise, residual_norms
 from ..probes import ProbeSet, SoftmaxProbe
-from .bounds import LemmaCheck
+from .bounds import LemmaCheck, softmax_lipschitz
 from .fixed import FixedClassifierSolver
-from .maps import PairMaps, as_tensor, classifier_logits
 from .settings import ExtrinsicSettings
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class PreparedInputs:
     randoms: list[RandomClassifiers] | None
     skipped: np.ndarray  # (K,) random classifiers skipped (non-finite)
     radius: np.ndarray  # (K,) the search ball's radius per target
-    lemma: LemmaCheck
+    d_aff: np.ndarray | None  # (K, K) float64, for Lemma 5.2
     heads_per_block: int
 
 
@@ -104,8 +104,6 @@ def prepare(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe
     y_scale = torch.stack([torch.sqrt((torch.linalg.vector_norm(t - y_mean[k, : widths[k]], dim=1) ** 2).mean())
                            for k, t in enumerate(tensors)])
     factors = [factorise(t, settings.rank_multiplier, settings.dtype, settings.device).without_basis() for t in tensors]
-    lemma = LemmaCheck(count, d_aff, settings.inverse_temperature, np.array([f.tail_row_norm_max for f in factors]),
-                       np.array([f.row_norm_max for f in factors]))
     randoms, skipped, radius = None, np.zeros(count, dtype=int), np.zeros(count)
     if random_probes is not None:
         randoms = [finite_classifiers(tensors[j], random_probes[j], settings) for j in range(count)]
@@ -116,7 +114,8 @@ def prepare(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe
     heads_per_block = max(1, settings.block_mb * 2**20 // max(per_head, 1))
     return PreparedInputs(names=names, n=n, widths=widths, Y=Y, tensors=tensors, task=task, y_mean=y_mean,
                           y_scale=y_scale, factors=factors, randoms=randoms, skipped=skipped, radius=radius,
-                          lemma=lemma, heads_per_block=heads_per_block)
+                          d_aff=None if d_aff is None else np.asarray(d_aff, dtype=np.float64),
+                          heads_per_block=heads_per_block)
 
 
 def _task_probes(tensors: list[torch.Tensor], probes: Sequence[SoftmaxProbe | None], names: list[str],
@@ -162,6 +161,7 @@ class SourceContext:
     Z: torch.Tensor  # (N, r): sqrt(N) U, the whitened rank-ruled basis
     pair_maps: dict[int, PairMaps]
     solver: FixedClassifierSolver
+    lemma: LemmaCheck
     drifted: list[str]  # pairs whose map rebuilt from the stored weights disagrees with d_aff
 
     @property
@@ -179,12 +179,96 @@ def source_context(prep: PreparedInputs, i: int, others: list[int], map_weights:
     Z = design[:, :rank] * math.sqrt(prep.n)
     pair_maps = {j: PairMaps(design, None if map_weights is None else as_tensor(map_weights[i, j], settings))
                  for j in others}
-    lemma = prep.lemma
-    drifted = []
-    for j in others:
-        lemma.rebuilt[i, j] = pair_maps[j].fit_target(prep.tensors[j], prep.factors[j])
-        if lemma.d_aff is not None and map_weights is not None and \
-                lemma.rebuilt[i, j] - lemma.d_aff[i, j] > lemma.allowance(i, j):
-            drifted.append(f"{prep.names[i]} -> {prep.names[j]} ({lemma.rebuilt[i, j]:.6g} vs {lemma.d_aff[i, j]:.6g})")
-    return SourceContext(i=i, others=others, factors=factors, Z=Z, pair_maps=pair_maps,
+    rebuilt = np.array([pair_maps[j].fit_target(prep.tensors[j], prep.factors[j]) for j in others])
+    lemma = LemmaCheck(softmax_lipschitz(settings.inverse_temperature),
+                       None if prep.d_aff is None else prep.d_aff[i, others],
+                       np.array([prep.factors[j].tail_row_norm_max for j in others], dtype=np.float64),
+                       np.array([prep.factors[j].row_norm_max for j in others], dtype=np.float64), rebuilt)
+    checked = map_weights is not None and lemma.d_aff is not None
+    drifted = [f"{prep.names[i]} -> {prep.names[j]} ({rebuilt[h]:.6g} vs {lemma.d_aff[h]:.6g})"
+               for h, j in enumerate(others) if checked and lemma.drifted(h)]
+    return SourceContext(i=i, others=others, factors=factors, Z=Z, pair_maps=pair_maps, lemma=lemma,
                          solver=FixedClassifierSolver(Z, settings, prep.names[i]), drifted=drifted)
+
+
+def as_tensor(array: np.ndarray, settings: ExtrinsicSettings) -> torch.Tensor:
+    # a copy: inputs may be read-only
+    return torch.tensor(np.asarray(array), dtype=settings.dtype, device=settings.device)
+
+
+class PairMaps:
+    """Start maps for the classifiers of one pair ``i -> j``, *composed* and *least_squares*. The map
+    ``A_ij`` is the intrinsic engine's weighted least squares on ``[U_i, 1/sqrt(N)]`` with the stored
+    solver weights (as :func:`affine_homotopy.core.intrinsic.affine_map`), factorised once per pair."""
+
+    def __init__(self, design: torch.Tensor, weights: torch.Tensor | None) -> None:
+        self.U = design[:, :-1]
+        self.root = math.sqrt(design.shape[0])
+        self.fit: WeightedLeastSquares | None = None
+        if weights is not None:
+            self.fit = WeightedLeastSquares(design, weights, torch.nonzero(weights > 0).squeeze(1))
+
+    def starts(self, logits: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+               lam: float) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """``{"composed": (A, c), "least_squares": (A, c)}``, A (r, G, C), c (G, C), for G classifiers
+        ``weight`` (G, D', C), ``bias`` (G, C) with logits (N, G, C) on the target. *composed*: the
+        classifier after ``A_ij`` (the logits are linear in the target; a stack's padded rows of ``W``
+        meet zeros); *least_squares*: the logits fitted by ordinary least squares."""
+        n, groups, n_classes = logits.shape
+        rank = self.U.shape[1]
+        flat = logits.reshape(n, -1)
+        # least squares on the design [sqrt(N) U, 1]: U^T 1 = 0 and U^T U = I decouple it
+        least_squares = ((self.U.T @ flat / self.root).reshape(rank, groups, n_classes),
+                         flat.mean(dim=0).reshape(groups, n_classes))
+        coef = lam * torch.einsum("pd,gdc->pgc", self.coef, weight[:, : self.coef.shape[1]])
+        composed = (coef[:rank] / self.root, coef[rank] / self.root + lam * bias)
+        return {"composed": composed, "least_squares": least_squares}
+
+    def fit_target(self, Y: torch.Tensor, target: Factors) -> float:
+        """Fit ``A_ij`` to the target's rank-truncated representation (as ``d_aff``, or by least squares
+        without weights); returns its largest residual on ``Y`` (N, D) itself, the value Lemma 5.2's
+        composed candidate uses: at most ``sqrt(d_aff^2 + tail^2)`` (the target's ``tail_row_norm_max``)."""
+        self.design = torch.cat([self.U, self.U.new_full((self.U.shape[0], 1), 1.0 / self.root)], dim=1)
+        truncated = target.with_basis(Y).truncated()
+        self.coef = self.design.T @ truncated if self.fit is None else self.fit.solve(truncated)
+        del truncated
+        self.residual_norms = residual_norms(self.design, Y, self.coef)
+        return float(self.residual_norms.max())
+
+    def residual_rows(self, Y: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``y_n - A_ij(x_n)`` for the given examples (after :meth:`fit_target`); columns beyond the fitted
+        target's width (the padding of a stack) are 0."""
+        width = self.coef.shape[1]
+        residual = Y[rows, :width] - self.design[rows] @ self.coef
+        return torch.nn.functional.pad(residual, (0, Y.shape[1] - width))
+
+
+def classifier_logits(Y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, lam: float) -> torch.Tensor:
+    """(N, G, C) logits of G classifiers ``weight`` (G, D, C), ``bias`` (G, C) on Y (N, D)."""
+    g, d, k = weight.shape
+    return lam * ((Y @ weight.permute(1, 0, 2).reshape(d, g * k)).reshape(-1, g, k) + bias)
+
+
+def pad_width(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """Zero rows appended to ``weight`` (..., D, C) up to ``rows`` (targets of different widths share one stack)."""
+    extra = rows - weight.shape[-2]
+    return weight if extra == 0 else torch.cat([weight, weight.new_zeros((*weight.shape[:-2], extra, weight.shape[-1]))],
+                                               dim=-2)
+
+
+def project_to_ball(weight: torch.Tensor, radius: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Nearest point of ``{W : ||W||_2 <= radius}`` for each (D, C) matrix of ``weight`` (H, D, C):
+    singular values clipped at the radius (exact in the spectral and Frobenius norms). Returns the
+    projected weights and their spectral norms (H,)."""
+    U, S, Vh = torch.linalg.svd(weight, full_matrices=False)
+    outside = S[:, 0] > radius
+    clipped = torch.minimum(S, radius[:, None])
+    projected = torch.where(outside[:, None, None], (U * clipped[:, None, :]) @ Vh, weight)
+    return projected, torch.where(outside, clipped[:, 0], S[:, 0])
+
+
+def stack_starts(per_target: list[dict[str, tuple[torch.Tensor, torch.Tensor]]]
+                 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """One start per name for the heads of several targets (:meth:`PairMaps.starts`), head-major."""
+    return {name: (torch.cat([s[name][0] for s in per_target], dim=1), torch.cat([s[name][1] for s in per_target]))
+            for name in ("composed", "least_squares")}

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..interval import Interval
-from .bounds import check_bounds as check_lemma_bounds
+from .bounds import LemmaTally, check_bounds as check_lemma_bounds
 from .local import STARTS, HeadResult
 from .prepare import PreparedInputs, SourceContext
 from .search import SearchedClassifier
@@ -89,7 +89,7 @@ class ExtrinsicResult:
 
 def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult, values: MeasureMatrices,
                     lower: MeasureMatrices, worst_index: np.ndarray | None, worst_rows: dict[int, dict[str, object]],
-                    atol: float) -> list[dict[str, object]]:
+                    tally: LemmaTally, atol: float) -> list[dict[str, object]]:
     """One ``d_psi_diagnostics.csv`` row per pair of one source: values, certified gaps, the local
     search's starts and stalls, Lemma 5.2's slack, and the worst case's classifiers and search."""
     names, i, others = prep.names, ctx.i, ctx.others
@@ -97,7 +97,7 @@ def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult
     d_worst, d_worst_lower = values.d_worst, lower.d_worst
     d_search, d_search_lower = values.d_worst_search, lower.d_worst_search
     worst_case = d_worst is not None
-    lemma = prep.lemma
+    lemma = ctx.lemma
     rows = []
     for slot, j in enumerate(others):
         winner = result.start_names[int(result.winner[slot])]
@@ -116,18 +116,18 @@ def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult
             "refine_iterations": result.refine_iterations,
             "refine_grad_norm": float(result.refine_grad[slot]),
             "source_rank": ctx.rank,
-            "d_aff_rebuilt": lemma.rebuilt[i, j],
-            "target_tail": lemma.tail[j],
-            "bound_slack": lemma.c * prep.task.norms[j] * lemma.excess(i, j),
-            "bound_violations": int(lemma.violations[i, j]),
+            "d_aff_rebuilt": lemma.rebuilt[slot],
+            "target_tail": lemma.tail[slot],
+            "bound_slack": lemma.c * prep.task.norms[j] * lemma.excess(slot),
+            "bound_violations": int(tally.violations[slot]),
         }
         if worst_case:
             row.update({
                 "d_worst": d_worst[i, j], "d_worst_lower": d_worst_lower[i, j],
                 "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j], atol),
                 "worst_classifier": "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}",
-                "classifiers_evaluated": int(lemma.evaluated[i, j]),
-                "bound_worst_slack": lemma.c * lemma.norm_max[i, j] * lemma.excess(i, j),
+                "classifiers_evaluated": int(tally.evaluated[slot]),
+                "bound_worst_slack": lemma.c * tally.norm_max[slot] * lemma.excess(slot),
                 "classifiers_skipped": int(prep.skipped[j]),
                 **worst_rows.get(j, {}),
             })
@@ -135,7 +135,7 @@ def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult
             row.update({
                 "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
                 "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], atol),
-                "search_radius": max(prep.radius[j], lemma.norm_max[i, j]),
+                "search_radius": max(prep.radius[j], tally.norm_max[slot]),
             })
         rows.append(row)
     return rows

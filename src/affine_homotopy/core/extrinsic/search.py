@@ -10,10 +10,10 @@ import numpy as np
 import torch
 
 from ..intrinsic import map_in_original_coordinates
-from .bounds import LemmaCheck
+from .bounds import LemmaCheck, LemmaTally
 from .fixed import FixedClassifierSolver, HeadNames
 from .local import HeadResult, Heads, logits_of
-from .maps import PairMaps, project_to_ball, stack_starts
+from .prepare import PairMaps, project_to_ball, stack_starts
 from .settings import ExtrinsicSettings
 
 log = logging.getLogger(__name__)
@@ -67,11 +67,13 @@ class SearchPoint:
 
 @dataclass
 class SearchOutcome:
-    """Per head: the best point :meth:`WorstCaseSearch.run` found, its accepted steps, its spectral norm."""
+    """Per head: the best point :meth:`WorstCaseSearch.run` found, its accepted steps, its spectral norm,
+    and Lemma 5.2 on the steps."""
 
     best: SearchPoint
     accepted: torch.Tensor
     norm: torch.Tensor
+    lemma: LemmaTally
 
 
 class WorstCaseSearch:
@@ -140,14 +142,11 @@ class WorstCaseSearch:
         return HeadNames([self.encoder_names[j] for j in self.others for _ in range(group)],
                          [f"searched {k}" for _ in self.others for k in range(group)], search=True)
 
-    def observe(self, values: torch.Tensor, norms: torch.Tensor, finite: torch.Tensor, group: int = 1) -> None:
+    def observe(self, values: torch.Tensor, norms: torch.Tensor, finite: torch.Tensor, group: int = 1) -> LemmaTally:
         """Lemma 5.2 for every finite classifier evaluated (``group`` per head)."""
-        if self.lemma is None:
-            return
-        for slot, j in enumerate(self.others):
-            part = slice(slot * group, (slot + 1) * group)
-            keep = finite[part]
-            self.lemma.add(self.source, j, values[part][keep].cpu().numpy(), norms[part][keep].cpu().numpy())
+        parts = [slice(h * group, (h + 1) * group) for h in range(len(self.others))]
+        return self.lemma.tally([values[part][finite[part]].cpu().numpy() for part in parts],
+                                [norms[part][finite[part]].cpu().numpy() for part in parts])
 
     def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> Classifiers:
         """``count`` classifiers per head aimed at what the map cannot reproduce: for the examples with the
@@ -210,6 +209,7 @@ class WorstCaseSearch:
         best = start.copy()
         length = settings.search_step_size * radius
         accepted = torch.zeros(heads, dtype=torch.long, device=start.upper.device)
+        lemma = LemmaTally.empty(heads)
         step_settings = settings if certified else self.step_settings
         if settings.search_steps and not certified:
             # steps are scored by the warm-started fit: score the start the same way first, so that a
@@ -225,7 +225,7 @@ class WorstCaseSearch:
             # same decisions, fewer LPs)
             found = self.evaluate(candidate, (best.A, best.c), step_settings, soft_label=False,
                                   below=threshold.cpu().numpy() if certified else -math.inf)
-            self.observe(found.result.upper, norms, found.finite)
+            lemma = lemma + self.observe(found.result.upper, norms, found.finite)
             better = found.finite & (found.result.upper > threshold)
             accepted += better.long()
             best.take(better, candidate, found.result)
@@ -236,7 +236,7 @@ class WorstCaseSearch:
             # a local value is only as good as its inner fit: score the final classifiers once more with
             # every start (soft-label fit included) and the full refinement, and keep the smaller value
             best.keep_smaller(self.evaluate(Classifiers(best.clf.W, best.clf.b), (best.A, best.c), settings, True))
-        return SearchOutcome(best, accepted, torch.linalg.matrix_norm(best.clf.W, ord=2))
+        return SearchOutcome(best, accepted, torch.linalg.matrix_norm(best.clf.W, ord=2), lemma)
 
 
 @dataclass
