@@ -12,7 +12,6 @@ from affine_homotopy.models.derived import random_affine, svd_truncate
 from affine_homotopy.core.extrinsic import (
     ExtrinsicSettings,
     extrinsic_distances,
-    fixed_classifier_distances,
     lemma_bound,
     softmax_lipschitz,
 )
@@ -56,7 +55,7 @@ def test_self_and_affine_image_are_zero_both_ways(study) -> None:
 def test_duplicate_encoder_is_zero(task) -> None:
     x, y = task
     probe = fit_softmax_probe(x, y, 2, l2_grid=[1e-2])
-    d = fixed_classifier_distances([x, x.copy()], [probe, probe]).values.d_psi
+    d = extrinsic_distances([x, x.copy()], [probe, probe]).values.d_psi
     assert d.max() < 1e-6
 
 
@@ -340,7 +339,7 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperatu
     mean = Y.mean(dim=1)
     scale = torch.sqrt(((Y - mean[:, None]) ** 2).sum(dim=2).mean(dim=1))
     settings = ExtrinsicSettings(search_temperature=temperature)
-    search = WorstCaseSearch(Z, Y, mean, scale, 0, [1], {1: PairMaps(design, None)}, settings,
+    search = WorstCaseSearch(Z, Y, mean, scale, 0, [1], {1: PairMaps(design, None, Y[1], factorise(Y[1]))}, settings,
                              FixedClassifierSolver(Z, settings, "x"), ["x", "y"])
     W = torch.as_tensor(rng.standard_normal((1, 5, 2)))
     W[:, 4] = 0  # the padded row of the narrower target

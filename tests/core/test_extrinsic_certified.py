@@ -15,7 +15,7 @@ from scipy.optimize import linprog
 from scipy.special import expit
 
 from affine_homotopy.errors import NumericalError
-from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances, fixed_classifier_distances
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances
 from affine_homotopy.core.probes import ProbeSet, SoftmaxProbe
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
@@ -112,7 +112,7 @@ CASES = ["random", "near_0_and_1", "rank_deficient", "n_close_to_p", "one_dimens
 def test_interval_contains_the_independent_optimum(name) -> None:
     X, Y, target_probe = case(name)
     settings = ExtrinsicSettings()
-    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+    result = extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                         settings=settings, pairs=[(0, 1)])
     lower, upper = result.lower.d_psi[0, 1], result.values.d_psi[0, 1]
     ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
@@ -190,7 +190,7 @@ def test_brute_force_grid_on_a_one_dimensional_source() -> None:
     for row in range(a.shape[0]):  # errors of every (a, b) on the row of the grid
         u = a[row][:, None] * x[None, :] + b[row][:, None]
         best = min(best, float(np.abs(expit(u) - q).max(axis=1).min()))
-    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), 1), target_probe], pairs=[(0, 1)])
+    result = extrinsic_distances([X, Y], [probe(np.random.default_rng(0), 1), target_probe], pairs=[(0, 1)])
     assert result.lower.d_psi[0, 1] <= math.sqrt(2) * best * (1 + 1e-9)
     assert result.values.d_psi[0, 1] <= math.sqrt(2) * best * (1 + 1e-9) + 1e-12  # the LP's map beats the grid
 
@@ -223,7 +223,7 @@ def test_exact_fit_stops_at_the_absolute_floor() -> None:
     X = rng.standard_normal((300, 6))
     Y = X @ rng.standard_normal((6, 6)) + 1.0
     settings = ExtrinsicSettings()
-    result = fixed_classifier_distances([X, Y], [probe(rng, 6), probe(rng, 6, 3.0)], settings=settings)
+    result = extrinsic_distances([X, Y], [probe(rng, 6), probe(rng, 6, 3.0)], settings=settings)
     assert result.values.d_psi[0, 1] <= settings.atol and result.values.d_psi[1, 0] <= settings.atol
     assert 0 <= result.lower.d_psi[0, 1] <= result.values.d_psi[0, 1]
 
@@ -354,7 +354,7 @@ def three_classes():
 def test_multi_class_values_have_no_certificate_and_the_log_says_so_once(three_classes, caplog) -> None:
     reps, probes = three_classes
     with caplog.at_level(logging.INFO, logger="affine_homotopy.core.extrinsic"):
-        result = fixed_classifier_distances(reps, probes)
+        result = extrinsic_distances(reps, probes)
     assert not result.certified and result.n_classes == 3
     assert np.isnan(result.lower.d_psi[0, 1]) and np.isfinite(result.values.d_psi[0, 1])
     assert sum("3 classes" in r.getMessage() for r in caplog.records) == 1
@@ -366,7 +366,7 @@ def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatc
     import affine_homotopy.core.extrinsic.local as local
 
     reps, probes = three_classes
-    reference = fixed_classifier_distances(reps, probes)
+    reference = extrinsic_distances(reps, probes)
     original = local.refine
     calls = {"n": 0}
 
@@ -379,7 +379,7 @@ def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatc
 
     monkeypatch.setattr(local, "refine", first_call_stalls)
     with caplog.at_level(logging.INFO, logger="affine_homotopy.core.extrinsic"):
-        result = fixed_classifier_distances(reps, probes)
+        result = extrinsic_distances(reps, probes)
     first = result.diagnostics[0]  # the first source's refinement was the one made to stall
     assert first["mapped_from"] == "0" and first["refine_stalled"] and first["refine_restart_improved"]
     assert not result.diagnostics[1]["refine_stalled"]
@@ -392,9 +392,9 @@ def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatc
 def test_multi_class_values_are_stable_under_jitter(three_classes) -> None:
     reps, probes = three_classes
     rng = np.random.default_rng(1)
-    base = fixed_classifier_distances(reps, probes)
+    base = extrinsic_distances(reps, probes)
     jittered = [(r * (1 + 1e-7 * rng.standard_normal(r.shape))).astype(np.float32).astype(np.float64) for r in reps]
-    other = fixed_classifier_distances(jittered, probes)
+    other = extrinsic_distances(jittered, probes)
     assert _relative(base.values.d_psi, other.values.d_psi, 1e-6).max(initial=0) <= 1e-2
 
 
@@ -404,7 +404,7 @@ def test_a_failed_lp_is_a_numerical_error_naming_the_pair_and_classifier(monkeyp
     X, Y, target_probe = case("random")
     monkeypatch.setattr(highspy.Highs, "getModelStatus", lambda self: highspy.HighsModelStatus.kUnknown)
     with pytest.raises(NumericalError, match=r"0 -> 1, classifier task.*HiGHS status"):
-        fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+        extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                    pairs=[(0, 1)])
 
 
@@ -420,7 +420,7 @@ def test_a_stalled_simplex_is_finished_by_the_interior_point_method(monkeypatch)
 
     monkeypatch.setattr(highspy.Highs, "setOptionValue", capped)
     X, Y, target_probe = case("random")
-    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+    result = extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                         pairs=[(0, 1)])
     ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
     assert result.lower.d_psi[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9
@@ -481,12 +481,12 @@ def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:
     lam = 2.5
     X, Y, target_probe = case("random")
     settings = ExtrinsicSettings(inverse_temperature=lam)
-    result = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+    result = extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                         settings=settings, pairs=[(0, 1)])
     ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe, lam))
     assert result.lower.d_psi[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9
     assert result.values.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
-    plain = fixed_classifier_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
+    plain = extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
                                        pairs=[(0, 1)])
     # lam matters
     assert abs(plain.values.d_psi[0, 1] - result.values.d_psi[0, 1]) > 10 * settings.tol * result.values.d_psi[0, 1]

@@ -1,7 +1,7 @@
 """The measures as a library: distances between your own representation matrices, no workflow needed.
 
 Every function here runs the workflow's engine (:func:`affine_homotopy.core.intrinsic.pairwise_intrinsic`,
-:func:`affine_homotopy.core.extrinsic.fixed_classifier_distances`), so a value returned here is the
+:func:`affine_homotopy.core.extrinsic.extrinsic_distances`), so a value returned here is the
 value the workflow writes for the same pair and settings (float32 data, as the workflow stores them).
 
 Conventions

@@ -296,7 +296,7 @@ def extrinsic_pair(run: Run, mapped: DAffResult, chosen: Options, lam: float, we
                    bias: np.ndarray) -> DPsiResult:
     """d_psi of the pair (0, 1) of ``run`` through the classifier ``(weight, bias)`` of the target: one
     engine call, which also gives Lemma 5.2's bound."""
-    from ..core.extrinsic import ExtrinsicSettings, fixed_classifier_distances
+    from ..core.extrinsic import ExtrinsicSettings, extrinsic_distances
     from ..core.probes import SoftmaxProbe
 
     target = run.reps[1]
@@ -307,8 +307,8 @@ def extrinsic_pair(run: Run, mapped: DAffResult, chosen: Options, lam: float, we
     settings = ExtrinsicSettings(inverse_temperature=lam, rank_multiplier=chosen.rank_multiplier, dtype=chosen.dtype,
                                  device=chosen.device or "cpu")
     with rank_precision(run.precision), _solver_failures():
-        result = fixed_classifier_distances(arrays, [None, probe], ["source", "target"], {(0, 1): mapped.weights},
-                                            settings, pairs=[(0, 1)], d_aff=d_aff)
+        result = extrinsic_distances(arrays, [None, probe], ["source", "target"], {(0, 1): mapped.weights},
+                                     settings=settings, pairs=[(0, 1)], d_aff=d_aff)
     found = result.interval(0, 1)
     value = finite_or_raise("d_psi(source -> target)", found.upper)
     bound = finite_or_raise("Lemma 5.2's bound", float(result.bounds.task[0, 1]))

@@ -21,7 +21,7 @@ from typing import Any
 # only Lemma 5.2's helpers or the tables then do not import torch and scipy with the engine.
 _EXPORTS = {
     **dict.fromkeys(("BOUND_ATOL", "BOUND_RTOL", "check_bounds", "lemma_bound", "softmax_lipschitz"), "bounds"),
-    "extrinsic_distances": "engine", "fixed_classifier_distances": "engine",
+    "extrinsic_distances": "engine",
     **dict.fromkeys(("ExtrinsicResult", "LemmaBounds", "MeasureMatrices", "WorstCaseDetails"), "result"),
     "SearchedClassifier": "search",
     "ExtrinsicSettings": "settings",

@@ -1,29 +1,12 @@
 """Certified fixed-classifier distances for two-class tasks (docs/method.md, ``d_psi``).
 
-For ``C = 2`` the error of a map on example ``n`` is ``sqrt(2) |sigmoid(u_n) - q_n|``, with ``u_n`` the
-map's logit gap (any affine function ``a . x_n + b`` of the source) and ``q_n`` the target's class-one
-probability, so ``d = sqrt(2) t*``, ``t* = min_{a, b} max_n |sigmoid(a . x_n + b) - q_n|``. At a level
-``t`` the maps within ``t`` form the polyhedron ``lo_n(t) = logit(q_n - t) <= u_n <= logit(q_n + t) =
-hi_n(t)`` (a side is absent where ``q_n -/+ t`` leaves (0, 1)): the problem is quasiconvex.
-
-Method: a Newton/Dinkelbach iteration on the Chebyshev LP ``s(t) = min s  s.t.  A_n w - s <= hi_n(t),
-A_n w + s >= lo_n(t)`` over a working set of half-spaces, ``A = [Z, 1]`` (``Z`` the source's whitened,
-rank-ruled basis), by HiGHS's warm-started dual simplex (a new level changes only row bounds; new
-half-spaces add rows).
-
-* Upper bound: every LP's map is scored on all ``N`` rows; ``upper`` is the best, attained by that map.
-* Lower bound: the LP's row duals ``y`` (``<= 0`` on hi rows, ``>= 0`` on lo rows, ``A_W^T y = 0``) give,
-  for every map feasible for the *full* problem at a level ``t'``, ``kappa s >= g(t') = sum_hi y_r
-  hi_r(t') + sum_lo y_r lo_r(t')``; ``g`` decreases strictly, so ``t* >= root(g)``.
-* Next level: ``t = lower`` (exact in one step when the dual vertex stays optimal). Where the root is
-  the end of ``g``'s domain (a used half-space disappears there), at least the middle of ``[lower,
-  upper]``: just above that end the next root could creep one row an LP.
-* Working set: half-spaces the LP's map violates by more than ``s`` join, those the best map gets
-  most wrong first; the first set is the best start map's worst rows. Validity never rests on it.
-
-Stop when ``upper - lower <= tol * upper`` or ``upper <= atol`` (float rounding of an exact fit). The
-certificate is for the rank-ruled family of maps (as ``d_aff``'s) and trusts HiGHS's duals up to
-``cert_residual = max |A_W^T y| / ||y||_1`` (recorded, not propagated into the bound).
+For ``C = 2`` the error of a map on example ``n`` is ``sqrt(2) |sigmoid(u_n) - q_n|`` (``u_n`` the map's
+logit gap, ``q_n`` the target's class-one probability), so ``d = sqrt(2) t*`` with ``t*`` quasiconvex:
+the maps within a level ``t`` form the polyhedron ``lo_n(t) <= u_n <= hi_n(t)`` (logits of ``q_n -/+ t``).
+A Newton iteration on the Chebyshev LP ``s(t) = min s  s.t.  A_n w - s <= hi_n(t), A_n w + s >= lo_n(t)``
+(``A = [Z, 1]``) over a working set of half-spaces closes ``[lower, upper]``: every LP's map scored on
+all rows gives ``upper``; the LP's row duals ``y`` give, for any map feasible at ``t'``, ``kappa s >=
+g(t') = sum_hi y_r hi_r(t') + sum_lo y_r lo_r(t')``, and ``g`` decreases, so ``t* >= root(g)``.
 """
 
 from __future__ import annotations
@@ -112,7 +95,6 @@ def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np
             high = middle
 
 
-
 def _quiet_highs(highspy):
     """A HiGHS object, built with the process's stdout pointed at stderr: HiGHS writes its banner from C
     at construction, before ``output_flag`` can be set, and a caller's stdout should carry only results."""
@@ -130,6 +112,7 @@ def _quiet_highs(highspy):
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
 
 class ChebyshevLP:
     """The Chebyshev LP of one classifier on a growing set of half-spaces: one HiGHS model.

@@ -57,19 +57,6 @@ def extrinsic_distances(
     return _result(prep, plan, tables, probes, d_aff, settings, clock.seconds, certified)
 
 
-def fixed_classifier_distances(
-    representations: Sequence[np.ndarray],
-    probes: Sequence[SoftmaxProbe | None],
-    names: Sequence[str] | None = None,
-    map_weights: MapWeights | None = None,
-    settings: ExtrinsicSettings | None = None,
-    pairs: Sequence[tuple[int, int]] | None = None,
-    d_aff: np.ndarray | None = None,
-) -> ExtrinsicResult:
-    """``d_psi`` only (no random classifiers, no search); see :func:`extrinsic_distances`."""
-    return extrinsic_distances(representations, probes, names, map_weights, None, settings, d_aff, pairs)
-
-
 def _check_inputs(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe | None],
                   map_weights: MapWeights | None, random_probes: Sequence[ProbeSet] | None, d_aff: np.ndarray | None,
                   pairs: Sequence[tuple[int, int]] | None) -> PairPlan:

@@ -1,10 +1,6 @@
-"""Fixed-classifier distances of one source, for a batch of heads (one classifier on one target
-each), the same way whichever phase asks: on two classes the local starts seed :func:`.binary.certify`
-(an interval to ``tol``, its upper end attained by a map; one LP model per classifier); on more
-classes :func:`.local.fit_heads` gives upper bounds (``lower`` NaN). :meth:`FixedClassifierSolver.values`
-solves every head; :meth:`~FixedClassifierSolver.upper_bounds` gives cheap bounds, and
-:meth:`~FixedClassifierSolver.close_worst` then certifies only the heads that can be the largest.
-"""
+"""Fixed-classifier distances of one source for a batch of heads (one classifier on one target each):
+on two classes the local starts seed :func:`.binary.certify`, else :func:`.local.fit_heads` gives upper
+bounds (``lower`` NaN)."""
 
 from __future__ import annotations
 

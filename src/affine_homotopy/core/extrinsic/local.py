@@ -1,10 +1,5 @@
-"""The local search for fixed-classifier distances, many heads per source. Every map is scored on all
-examples, so every value is attained by a map: an upper bound (the problem is non-convex for more than
-two classes). Starts: *composed* (the classifier after the ``d_aff`` map), *least_squares* (the logits
-regressed on the source), *soft_label* (FISTA on the soft-label cross entropy); then *refined*: an
-annealed smooth maximum of the squared errors, L-BFGS on each head's worst examples, restarted from
-the other starts where it makes no progress (``HeadResult.stalled``, ``restarted_improved``).
-"""
+"""The local estimator of fixed-classifier distances (docs/method.md), many heads per source: every map
+is scored on all examples, so every value is an upper bound attained by a map."""
 
 from __future__ import annotations
 
@@ -73,9 +68,8 @@ def errors_of(Z: torch.Tensor, A: torch.Tensor, c: torch.Tensor, P: torch.Tensor
 def soft_label_fit(
     Z: torch.Tensor, P: torch.Tensor, A0: torch.Tensor, c0: torch.Tensor, max_iter: int, tol: float = 1e-9
 ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor]:
-    """FISTA on the mean soft-label cross entropy of every head; returns A, c, iterations, grad norms.
-    ``Z^T Z = N I``, ``Z^T 1 = 0``: the Hessian is at most ``I / 2``, so step 2 is the exact ``1/L``
-    step. Momentum restarts per head (O'Donoghue & Candes), which keeps the heads independent."""
+    """FISTA on the mean soft-label cross entropy of every head (step 2 = ``1/L``: ``Z^T Z = N I``, ``Z^T 1 =
+    0``); returns A, c, iterations, grad norms. Momentum restarts per head keep the heads independent."""
     n = Z.shape[0]
     x_A, x_c = A0.clone(), c0.clone()
     y_A, y_c = A0.clone(), c0.clone()
@@ -115,9 +109,8 @@ def refine(
     first_step: float = 1.0,
 ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Annealed smooth-max refinement (*refined*): the best values (H,), iterations, gradient norms and
-    maps ``A`` (r, H, C), ``c`` (H, C). Each round fits every head on its currently worst examples,
-    then keeps per head the better of the new and the best map on all examples. Short rounds
-    matter: a long run on a small working set drives the examples outside it up."""
+    maps ``A`` (r, H, C), ``c`` (H, C). Rounds are short: a long run on a small working set drives the
+    examples outside it up."""
     n = P.shape[0]
     errors = errors_of(Z, A, c, P)
     best = errors.max(dim=0).values
@@ -157,9 +150,8 @@ def _refine_round(Z: torch.Tensor, P_active: torch.Tensor, best_W: torch.Tensor,
                   best_errors: torch.Tensor, best_active: torch.Tensor, k: int, tau: float, shared: bool,
                   settings: ExtrinsicSettings, first_step: float
                   ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor]:
-    """One round of :func:`refine` for every active head, from its best map (``best_W`` (h, r, C),
-    ``best_b`` (h, C)) on its ``k`` worst examples: the round's maps, L-BFGS iterations and final
-    gradient norms (h,)."""
+    """One round of :func:`refine` from each active head's best map on its ``k`` worst examples: the
+    round's maps, L-BFGS iterations and final gradient norms (h,)."""
     n, _, n_classes = P_active.shape
     rank = Z.shape[1]
     if shared:
@@ -246,10 +238,9 @@ def _gather(maps: dict[str, tuple[torch.Tensor, torch.Tensor]], names: tuple[str
 
 def fit_heads(Z: torch.Tensor, heads: Heads, settings: ExtrinsicSettings, soft_label: bool = True,
               refine_heads: bool = True) -> HeadResult:
-    """Every start of ``heads.starts`` (and the soft-label fit), then the refinement from each head's
-    best start (``refine_heads=False``: the best start); the value is the smallest max error found.
-    A refinement without progress is a stall, not a minimum (L-BFGS's line search can fail on one
-    rounding of the inputs and succeed on another): it is restarted from the head's other starts."""
+    """Every start (and the soft-label fit), then the refinement from each head's best start
+    (``refine_heads=False``: the best start). A refinement without progress is a stall, not a minimum
+    (L-BFGS's line search can fail on one rounding of the inputs and succeed on another): it is restarted."""
     candidates: dict[str, torch.Tensor] = {}
     maps: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for name, (A, c) in heads.starts.items():

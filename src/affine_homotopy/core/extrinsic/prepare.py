@@ -177,9 +177,9 @@ def source_context(prep: PreparedInputs, i: int, others: list[int], map_weights:
     design = factors.affine_design()
     rank = design.shape[1] - 1
     Z = design[:, :rank] * math.sqrt(prep.n)
-    pair_maps = {j: PairMaps(design, None if map_weights is None else as_tensor(map_weights[i, j], settings))
-                 for j in others}
-    rebuilt = np.array([pair_maps[j].fit_target(prep.tensors[j], prep.factors[j]) for j in others])
+    pair_maps = {j: PairMaps(design, None if map_weights is None else as_tensor(map_weights[i, j], settings),
+                             prep.tensors[j], prep.factors[j]) for j in others}
+    rebuilt = np.array([pair_maps[j].rebuilt for j in others])
     lemma = LemmaCheck(softmax_lipschitz(settings.inverse_temperature),
                        None if prep.d_aff is None else prep.d_aff[i, others],
                        np.array([prep.factors[j].tail_row_norm_max for j in others], dtype=np.float64),
@@ -198,15 +198,21 @@ def as_tensor(array: np.ndarray, settings: ExtrinsicSettings) -> torch.Tensor:
 
 class PairMaps:
     """Start maps for the classifiers of one pair ``i -> j``, *composed* and *least_squares*. The map
-    ``A_ij`` is the intrinsic engine's weighted least squares on ``[U_i, 1/sqrt(N)]`` with the stored
-    solver weights (as :func:`affine_homotopy.core.intrinsic.affine_map`), factorised once per pair."""
+    ``A_ij`` is fitted to the target ``Y`` (N, D)'s rank-truncated representation as ``d_aff`` (the
+    intrinsic engine's weighted least squares on ``[U_i, 1/sqrt(N)]`` with the stored solver weights),
+    or by least squares without weights. ``rebuilt``: its largest residual on ``Y`` itself, the value
+    Lemma 5.2's composed candidate uses: at most ``sqrt(d_aff^2 + tail^2)`` (:class:`.bounds.LemmaCheck`)."""
 
-    def __init__(self, design: torch.Tensor, weights: torch.Tensor | None) -> None:
+    def __init__(self, design: torch.Tensor, weights: torch.Tensor | None, Y: torch.Tensor, target: Factors) -> None:
         self.U = design[:, :-1]
         self.root = math.sqrt(design.shape[0])
-        self.fit: WeightedLeastSquares | None = None
-        if weights is not None:
-            self.fit = WeightedLeastSquares(design, weights, torch.nonzero(weights > 0).squeeze(1))
+        fit = None if weights is None else WeightedLeastSquares(design, weights, torch.nonzero(weights > 0).squeeze(1))
+        self.design = torch.cat([self.U, self.U.new_full((self.U.shape[0], 1), 1.0 / self.root)], dim=1)
+        truncated = target.with_basis(Y).truncated()
+        self.coef = self.design.T @ truncated if fit is None else fit.solve(truncated)
+        del truncated
+        self.residual_norms = residual_norms(self.design, Y, self.coef)
+        self.rebuilt = float(self.residual_norms.max())
 
     def starts(self, logits: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                lam: float) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -224,20 +230,9 @@ class PairMaps:
         composed = (coef[:rank] / self.root, coef[rank] / self.root + lam * bias)
         return {"composed": composed, "least_squares": least_squares}
 
-    def fit_target(self, Y: torch.Tensor, target: Factors) -> float:
-        """Fit ``A_ij`` to the target's rank-truncated representation (as ``d_aff``, or by least squares
-        without weights); returns its largest residual on ``Y`` (N, D) itself, the value Lemma 5.2's
-        composed candidate uses: at most ``sqrt(d_aff^2 + tail^2)`` (the target's ``tail_row_norm_max``)."""
-        self.design = torch.cat([self.U, self.U.new_full((self.U.shape[0], 1), 1.0 / self.root)], dim=1)
-        truncated = target.with_basis(Y).truncated()
-        self.coef = self.design.T @ truncated if self.fit is None else self.fit.solve(truncated)
-        del truncated
-        self.residual_norms = residual_norms(self.design, Y, self.coef)
-        return float(self.residual_norms.max())
-
     def residual_rows(self, Y: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``y_n - A_ij(x_n)`` for the given examples (after :meth:`fit_target`); columns beyond the fitted
-        target's width (the padding of a stack) are 0."""
+        """``y_n - A_ij(x_n)`` for the given examples; columns beyond the target's width (the padding of a
+        stack) are 0."""
         width = self.coef.shape[1]
         residual = Y[rows, :width] - self.design[rows] @ self.coef
         return torch.nn.functional.pad(residual, (0, Y.shape[1] - width))
@@ -252,8 +247,9 @@ def classifier_logits(Y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
 def pad_width(weight: torch.Tensor, rows: int) -> torch.Tensor:
     """Zero rows appended to ``weight`` (..., D, C) up to ``rows`` (targets of different widths share one stack)."""
     extra = rows - weight.shape[-2]
-    return weight if extra == 0 else torch.cat([weight, weight.new_zeros((*weight.shape[:-2], extra, weight.shape[-1]))],
-                                               dim=-2)
+    if extra == 0:
+        return weight
+    return torch.cat([weight, weight.new_zeros((*weight.shape[:-2], extra, weight.shape[-1]))], dim=-2)
 
 
 def project_to_ball(weight: torch.Tensor, radius: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -92,25 +92,22 @@ def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult
                     tally: LemmaTally, atol: float) -> list[dict[str, object]]:
     """One ``d_psi_diagnostics.csv`` row per pair of one source: values, certified gaps, the local
     search's starts and stalls, Lemma 5.2's slack, and the worst case's classifiers and search."""
-    names, i, others = prep.names, ctx.i, ctx.others
-    d_psi, d_psi_lower = values.d_psi, lower.d_psi
-    d_worst, d_worst_lower = values.d_worst, lower.d_worst
-    d_search, d_search_lower = values.d_worst_search, lower.d_worst_search
-    worst_case = d_worst is not None
-    lemma = ctx.lemma
-    rows = []
-    for slot, j in enumerate(others):
-        winner = result.start_names[int(result.winner[slot])]
+    i, lemma, rows = ctx.i, ctx.lemma, []
+
+    def measure(name: str, j: int) -> dict[str, object]:
+        value, low = getattr(values, name)[i, j], getattr(lower, name)[i, j]
+        return {name: value, f"{name}_lower": low, f"{name}_gap": _gap(value, low, atol)}
+
+    for slot, j in enumerate(ctx.others):
         row: dict[str, object] = {
-            "mapped_from": names[i], "mapped_to": names[j], "d_psi": d_psi[i, j],
-            "d_psi_lower": d_psi_lower[i, j], "d_psi_gap": _gap(d_psi[i, j], d_psi_lower[i, j], atol),
+            "mapped_from": prep.names[i], "mapped_to": prep.names[j], **measure("d_psi", j),
             "d_psi_lps": int(result.lps[slot]), "d_psi_stop": result.stop[slot],
             "d_psi_cert_residual": float(result.cert_residual[slot]),
-            **{name: float(result.candidates[name][slot]) for name in (*STARTS, "refined") if name in result.candidates},
-            "winning_start": winner,
-            "refine_stalled": bool(result.stalled[slot]) if result.stalled is not None else False,
-            "refine_restart_improved": (bool(result.restarted_improved[slot])
-                                        if result.restarted_improved is not None else False),
+            **{name: float(result.candidates[name][slot]) for name in (*STARTS, "refined")
+               if name in result.candidates},
+            "winning_start": result.start_names[int(result.winner[slot])],
+            "refine_stalled": result.stalled is not None and bool(result.stalled[slot]),
+            "refine_restart_improved": result.restarted_improved is not None and bool(result.restarted_improved[slot]),
             "soft_label_iterations": result.soft_label_iterations,
             "soft_label_grad_norm": float(result.soft_label_grad[slot]),
             "refine_iterations": result.refine_iterations,
@@ -121,25 +118,22 @@ def diagnostic_rows(prep: PreparedInputs, ctx: SourceContext, result: HeadResult
             "bound_slack": lemma.c * prep.task.norms[j] * lemma.excess(slot),
             "bound_violations": int(tally.violations[slot]),
         }
-        if worst_case:
+        if values.d_worst is not None:
             row.update({
-                "d_worst": d_worst[i, j], "d_worst_lower": d_worst_lower[i, j],
-                "d_worst_gap": _gap(d_worst[i, j], d_worst_lower[i, j], atol),
+                **measure("d_worst", j),
                 "worst_classifier": "task" if worst_index[i, j] < 0 else f"random_{worst_index[i, j]}",
                 "classifiers_evaluated": int(tally.evaluated[slot]),
                 "bound_worst_slack": lemma.c * tally.norm_max[slot] * lemma.excess(slot),
                 "classifiers_skipped": int(prep.skipped[j]),
                 **worst_rows.get(j, {}),
             })
-        if d_search is not None:
+        if values.d_worst_search is not None:
             row.update({
-                "d_worst_search": d_search[i, j], "d_worst_search_lower": d_search_lower[i, j],
-                "d_worst_search_gap": _gap(d_search[i, j], d_search_lower[i, j], atol),
+                **measure("d_worst_search", j),
                 "search_radius": max(prep.radius[j], tally.norm_max[slot]),
             })
         rows.append(row)
     return rows
-
 
 
 def _gap(value: float, lower: float, atol: float) -> float:

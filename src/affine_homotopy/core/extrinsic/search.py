@@ -50,7 +50,8 @@ class SearchPoint:
         clf = Classifiers(self.clf.W.clone(), self.clf.b.clone())
         return SearchPoint(clf, self.upper.clone(), self.lower.clone(), self.A.clone(), self.c.clone())
 
-    def take(self, better: torch.Tensor, clf: Classifiers, result: HeadResult, pick: torch.Tensor | None = None) -> None:
+    def take(self, better: torch.Tensor, clf: Classifiers, result: HeadResult, pick: torch.Tensor | None = None
+             ) -> None:
         """Move the heads ``better`` to their classifier of ``clf`` (row ``pick[h]``, default ``h``)."""
         rows = slice(None) if pick is None else pick
         self.clf.W[better], self.clf.b[better] = clf.W[rows][better], clf.b[rows][better]
@@ -77,13 +78,9 @@ class SearchOutcome:
 
 
 class WorstCaseSearch:
-    """Projected gradient ascent on the classifier of each pair ``i -> j`` (docs/method.md): one instance
-    per source ``i``, one head per target of ``others``, the targets' products batched over the stack
-    ``Y`` (K, N, Dmax). Inner values come from the source's solver, each head warm-started from the map
-    of the classifier it steps from; on two classes they are certified, and a step is accepted only when
-    it raises the value by more than ``search_accept_rtol``, far above their tolerance, so that the path
-    does not depend on the last bits of the inputs. Every classifier evaluated meets Lemma 5.2 (``lemma``).
-    """
+    """Projected gradient ascent on the classifier of each pair ``i -> j`` (docs/method.md): one head per
+    target of ``others``, the targets' products batched over the stack ``Y`` (K, N, Dmax), each head's
+    inner value warm-started from the map of the classifier it steps from."""
 
     def __init__(self, Z: torch.Tensor, Y: torch.Tensor, y_mean: torch.Tensor, y_scale: torch.Tensor,
                  source: int, others: list[int], pair_maps: dict[int, PairMaps], settings: ExtrinsicSettings,
@@ -149,10 +146,7 @@ class WorstCaseSearch:
                                 [norms[part][finite[part]].cpu().numpy() for part in parts])
 
     def residual_classifiers(self, count: int, radius: torch.Tensor, n_classes: int) -> Classifiers:
-        """``count`` classifiers per head aimed at what the map cannot reproduce: for the examples with the
-        largest residuals ``r_n = y_n - A_ij(x_n)``, ``W = radius (r_n / ||r_n||) v^T`` (``v`` a unit class
-        contrast ``(e_a - e_b) / sqrt(2)``), and the bias putting the midpoint of ``y_n`` and
-        ``A_ij(x_n)`` on the boundary between classes ``a`` and ``b``, where the composed map errs most."""
+        """``count`` classifiers per head aimed at the largest residuals of the ``d_aff`` map (docs/method.md)."""
         width = self.Y.shape[2]
         Ws, bs = [], []
         for slot, j in enumerate(self.others):
@@ -163,7 +157,8 @@ class WorstCaseSearch:
                 a, b = k % n_classes, (k + 1) % n_classes
                 contrast = residual.new_zeros(n_classes)
                 contrast[a], contrast[b] = 2**-0.5, -(2**-0.5)
-                direction = residual[k] / torch.linalg.vector_norm(residual[k]).clamp(min=torch.finfo(residual.dtype).tiny)
+                tiny = torch.finfo(residual.dtype).tiny
+                direction = residual[k] / torch.linalg.vector_norm(residual[k]).clamp(min=tiny)
                 W = radius[slot] * direction[:, None] * contrast[None, :]
                 middle = self.Y[j, top[k]] - residual[k] / 2
                 Ws.append(W)
