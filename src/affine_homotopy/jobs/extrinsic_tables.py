@@ -13,7 +13,7 @@ import pandas as pd
 from ..core.extrinsic.bounds import BOUND_ATOL, BOUND_RTOL, above_bound
 
 if TYPE_CHECKING:  # an annotation only: the extrinsic_summary job needs neither torch nor the engine
-    from ..core.extrinsic.result import ExtrinsicResult
+    from ..core.extrinsic.engine import ExtrinsicResult
 
 log = logging.getLogger(__name__)
 

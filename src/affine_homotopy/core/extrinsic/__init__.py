@@ -9,7 +9,7 @@
    aimed classifiers and projected gradient ascent from d_worst's classifier (:mod:`.search`).
 3. Each asks the solver for fixed-classifier values: certified intervals on two-class tasks (the LPs
    of :mod:`.binary`), the local search of :mod:`.local` otherwise (upper bounds, ``lower`` NaN).
-4. :mod:`.bounds`: Lemma 5.2 for every classifier evaluated; :class:`.result.ExtrinsicResult` holds
+4. :mod:`.bounds`: Lemma 5.2 for every classifier evaluated; :class:`.engine.ExtrinsicResult` holds
    the (K, K) matrices (row ``i`` mapped onto column ``j``), the per-pair diagnostics and the bounds.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 # only Lemma 5.2's helpers or the tables then do not import torch and scipy with the engine.
 _EXPORTS = {
     **dict.fromkeys(("BOUND_ATOL", "BOUND_RTOL", "check_bounds", "lemma_bound", "softmax_lipschitz"), "bounds"),
-    "extrinsic_distances": "engine",
-    **dict.fromkeys(("ExtrinsicResult", "LemmaBounds", "MeasureMatrices", "WorstCaseDetails"), "result"),
+    **dict.fromkeys(("extrinsic_distances", "ExtrinsicResult", "LemmaBounds", "MeasureMatrices", "WorstCaseDetails"),
+                    "engine"),
     "SearchedClassifier": "search",
     "ExtrinsicSettings": "settings",
 }

@@ -33,10 +33,8 @@ class ExtrinsicSettings:
     # a search step is accepted when it raises the value by more than this (relative): far above the
     # inner values' own tolerance, so that rounding of the inputs cannot flip the decision
     search_accept_rtol: float = 1e-2
-    # the ascent direction's smooth maximum: example n weighs exp(e_n^2 / (temperature max e^2)). The
-    # map a step starts from is any map within `tol` of the inner optimum, and which examples lie
-    # within a fraction of a percent of the largest error differs between such maps: a temperature
-    # well above that keeps the direction from turning with the last bits of the inputs
+    # the ascent direction's smooth maximum, exp(e_n^2 / (temperature max e^2)): well above the spread of
+    # the maps within `tol` of the inner optimum, so the direction does not turn with the inputs' last bits
     search_temperature: float = 0.1
     dtype: torch.dtype = torch.float64
     device: torch.device | str = "cpu"
