@@ -239,8 +239,7 @@ class ChebyshevLP:
 
 
 def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: float) -> tuple[float, np.ndarray]:
-    """``(f, grad f)`` at ``w`` of the smoothed largest squared error ``f(w) = scale logsumexp(e_n^2 / scale)``,
-    ``e_n = sigmoid(A_n . w) - q_n``: at least the largest ``e_n^2`` and within ``scale log N`` of it."""
+    """``(f, grad f)`` of ``f(w) = scale logsumexp(e_n^2 / scale)``, ``e_n = sigmoid(A_n . w) - q_n``."""
     sigma = expit(A @ w)
     e = sigma - q
     z = e * e / scale
@@ -254,9 +253,8 @@ def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: flo
 
 def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, temperatures=(0.3, 0.1, 0.03, 0.01),
                      iterations: int = 40) -> np.ndarray:
-    """A near-minimax start: L-BFGS on :func:`smooth_max_objective` over all rows (``scale = tau E^2``,
-    ``E`` the start's largest error), ``tau`` annealed. Speed only: the certified interval does not rest
-    on it (a better start means a smaller working set and fewer LPs)."""
+    """A near-minimax start: L-BFGS on :func:`smooth_max_objective` (``scale = tau E^2``, ``E`` the start's
+    largest error, ``tau`` annealed). Speed only: the certified interval does not rest on it."""
     from scipy.optimize import minimize
 
     for tau in temperatures:

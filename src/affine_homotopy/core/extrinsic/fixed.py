@@ -21,8 +21,7 @@ from .settings import ExtrinsicSettings
 @dataclass
 class HeadNames:
     """Head ``h``'s target encoder and classifier (error messages). ``search``: the worst-case search's
-    classifiers, whose one question is whether they exceed a threshold: their LPs run without HiGHS's
-    scaling and at the threshold's level until that is settled (:func:`.binary.certify`, ``decide``)."""
+    classifiers, whose LPs decide a threshold first, without HiGHS's scaling (docs/method.md)."""
 
     targets: list[str]
     labels: list[str]
