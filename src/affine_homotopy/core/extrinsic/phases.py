@@ -162,7 +162,8 @@ def d_worst_search(prep: PreparedInputs, ctx: SourceContext, worst: WorstValues,
         for first in range(0, aimed_count, chunk):
             part = Classifiers(aimed_W[:, first : first + chunk].reshape(-1, width, n_classes),
                                aimed_b[:, first : first + chunk].reshape(-1, n_classes))
-            lemma = lemma + _try_aimed(search, point, part, settings)
+            point, tally = _try_aimed(search, point, part, settings)
+            lemma = lemma + tally
     found = search.run(point, radius)
     return _search_values(prep, ctx, worst, found, lemma + found.lemma)
 
@@ -185,10 +186,10 @@ def _projected_start(search: WorstCaseSearch, worst: WorstValues, radius: torch.
                        result.c), lemma
 
 
-def _try_aimed(search: WorstCaseSearch, point: SearchPoint, part: Classifiers, settings: ExtrinsicSettings
-               ) -> LemmaTally:
-    """Aimed classifiers ``part`` (``group`` per head) replace a head's start where one beats it by
-    more than the acceptance threshold; returns Lemma 5.2 on them."""
+def _try_aimed(search: WorstCaseSearch, start: SearchPoint, part: Classifiers, settings: ExtrinsicSettings
+               ) -> tuple[SearchPoint, LemmaTally]:
+    """``start`` with aimed classifiers ``part`` (``group`` per head) in place of a head's classifier where
+    one beats it by more than the acceptance threshold, and Lemma 5.2 on them."""
     heads, solver = len(search.others), search.solver
     group = part.W.shape[0] // heads
     # the local estimator's values first; on two classes the largest are then certified, as for
@@ -203,7 +204,7 @@ def _try_aimed(search: WorstCaseSearch, point: SearchPoint, part: Classifiers, s
             members = np.arange(slot * group, (slot + 1) * group)
             # a classifier that cannot beat the acceptance threshold cannot replace the start: its
             # solve stops there, which decides as the full solve would
-            threshold = float(point.upper[slot]) * (1 + settings.search_accept_rtol)
+            threshold = float(start.upper[slot]) * (1 + settings.search_accept_rtol)
             result, _, _ = solver.close_worst(found.heads, result, members, search.names(group),
                                               result.upper[members].nan_to_num(nan=-math.inf).cpu().numpy(),
                                               np.full(group, np.nan), np.zeros(group, dtype=bool),
@@ -215,8 +216,9 @@ def _try_aimed(search: WorstCaseSearch, point: SearchPoint, part: Classifiers, s
     values = torch.where(dominated, torch.full_like(values, -math.inf), values).reshape(heads, group)
     top = values.max(dim=1)
     pick = torch.arange(heads, device=values.device) * group + top.indices
-    point.take(top.values > point.upper * (1 + settings.search_accept_rtol), part, result, pick)
-    return lemma
+    point = start.copy()
+    point.take(top.values > start.upper * (1 + settings.search_accept_rtol), part, result, pick)
+    return point, lemma
 
 
 def _search_values(prep: PreparedInputs, ctx: SourceContext, worst: WorstValues, found: SearchOutcome,
