@@ -2,7 +2,7 @@
 the Snakemake workflow.
 
 The public API (:mod:`affine_homotopy.api`, re-exported here; imported on first use, so that
-``import affine_homotopy`` stays light): :func:`d_aff`, :func:`d_lin`, :func:`d_iso`, :func:`cka`,
+``import affine_homotopy`` stays light): :func:`d_aff`, :func:`d_aff_rel`, :func:`d_lin`, :func:`d_iso`, :func:`cka`,
 :func:`cca`, :func:`pwcca`, :func:`svcca`, :func:`procrustes`, :func:`distances` (several measures of
 one pair), :func:`pairwise` and :func:`d_psi`; a certified value is an :class:`Interval`. Their arguments are checked by :mod:`api.inputs`, the
 engines called by :mod:`api.engine_calls`, and they return the types of :mod:`api.results`.
@@ -28,7 +28,8 @@ except metadata.PackageNotFoundError:  # the sources on sys.path without an inst
 
 _API = (
     "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "Interval", "PairwiseTable",
-    "cca", "cka", "d_aff", "d_iso", "d_lin", "d_psi", "distances", "pairwise", "procrustes", "pwcca", "svcca",
+    "cca", "cka", "d_aff", "d_aff_rel", "d_iso", "d_lin", "d_psi", "distances", "pairwise", "procrustes", "pwcca",
+    "svcca",
 )
 from .models.embedding import embed  # light: transformers is imported when it is called
 __all__ = [*_API, "embed", "__version__"]

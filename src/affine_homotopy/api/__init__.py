@@ -28,7 +28,8 @@ Values
     Every measure is a distance (0 = identical up to the measure's class of maps), exactly as in
     the workflow's CSV of the same name; the definitions are in :mod:`affine_homotopy.core.intrinsic`.
     ``d_aff``, ``d_lin`` and ``d_iso`` are in the target's units (L2 norm of a row, not divided by
-    ``D``); the baselines are unitless. Every value returned is finite.
+    ``D``); ``d_aff_rel`` (``d_aff`` over the radius of the target's smallest enclosing ball) and the
+    baselines are unitless. Every value returned is finite.
 Rank rule
     Directions at the rounding level of the precision the data arrived in are not used
     (:mod:`affine_homotopy.core.linalg`): float32's rule (``rank_multiplier * eps(float32) *
@@ -44,7 +45,8 @@ Constant representations
     ``d_aff`` of a constant source is the radius of the target's smallest enclosing ball (every row
     maps to one point); onto a constant target it is 0; ``psi_norm`` of a constant source is 0;
     ``d_lin`` is defined for any input; ``d_iso`` of a constant source is the target's largest
-    centred row norm. CKA, CCA, PWCCA, SVCCA and Procrustes of a constant representation, and
+    centred row norm. ``d_aff_rel`` onto a target without spread (constant, or rank 0 under the rank
+    rule) is undefined: a DataError naming the target. CKA, CCA, PWCCA, SVCCA and Procrustes of a constant representation, and
     ``d_iso`` onto a constant target, are undefined: a DataError naming the argument, before any
     work (an input that is constant only up to rounding is found by the rank rule: rank 0, the same
     DataError after the factorisation).
@@ -77,7 +79,8 @@ from .results import CCAResult, DAffResult, DPsiResult, PairwiseTable, warn_unco
 
 __all__ = [
     "MEASURES", "CCAResult", "DAffResult", "DPsiResult", "Interval", "PairwiseTable",
-    "cca", "cka", "d_aff", "d_iso", "d_lin", "d_psi", "distances", "pairwise", "procrustes", "pwcca", "svcca",
+    "cca", "cka", "d_aff", "d_aff_rel", "d_iso", "d_lin", "d_psi", "distances", "pairwise", "procrustes", "pwcca",
+    "svcca",
     "as_representation", "check_same_examples", "resolve_device",
 ]
 
@@ -150,6 +153,28 @@ def d_aff(
     return out
 
 
+def d_aff_rel(
+    source: Any, target: Any, tol: float = 1e-3, max_iter: int = 1000, *, rank_multiplier: float = 5.0,
+    dtype: Any = "float64", device: Any = None, solver: str | None = None,
+) -> Interval:
+    """Scale-free affine distance ``d_aff(source, target) / R``, ``R = min_c max_n ||target_n - c||_2`` the
+    radius of the smallest ball enclosing ``target`` (on the rank-ruled target ``d_aff`` uses).
+
+    In [0, 1]: 0 is an exact affine map, 1 no better than mapping everything to one point (a constant
+    map is affine). Invariant under invertible affine maps of ``source`` and under similarity
+    transforms (scaling, rotation, offset) of ``target``; bit-identical under scaling ``target`` by a
+    power of two. Settings as for :func:`d_aff`; ``R`` is certified to ``tol / 100``. Returns the
+    certified :class:`Interval` ``[lower(d_aff) / upper(R), min(1, upper(d_aff) / lower(R))]``, as
+    ``d_aff_rel.csv`` cell ``(i, j)`` = ``d_aff_rel(X_i, X_j)``; warns once when it misses ``tol``.
+    A target without spread (constant, or rank 0 under the rank rule) is a DataError naming it.
+    """
+    run, chosen = _pair(source, target, ("d_aff_rel",), tol=tol, max_iter=max_iter, rank_multiplier=rank_multiplier,
+                        dtype=dtype, device=device, solver=solver)
+    interval = pair_interval(run, "d_aff_rel")
+    _warn_if_wide("d_aff_rel", interval, chosen)
+    return interval
+
+
 def _warn_if_wide(measure: str, interval: Interval, chosen: Options) -> None:
     if not interval.within_tol:
         warn_unconverged(f"{measure}(source -> target)", interval.gap, interval.relative_gap, chosen.tol,
@@ -169,9 +194,9 @@ def distances(
 
     ``measures``: names from :data:`MEASURES` (as for :func:`pairwise`); returns ``{measure: value}``,
     each value the one the measure's own function gives: the certified ones as their own types,
-    ``d_aff`` a :class:`DAffResult` and ``d_lin`` an :class:`Interval` (``float()`` of either is the
+    ``d_aff`` a :class:`DAffResult`, ``d_aff_rel`` and ``d_lin`` an :class:`Interval` (``float()`` of each is the
     distance, ``pairwise``'s cell ``(0, 1)``), the others floats. Settings as for :func:`d_aff`; a
-    missed ``tol`` of ``d_aff`` or ``d_lin`` warns once each.
+    missed ``tol`` of ``d_aff``, ``d_aff_rel`` or ``d_lin`` warns once each.
     """
     picked = measure_names(measures)
     run, chosen = _pair(source, target, picked, keep_weights="d_aff" in picked, tol=tol, max_iter=max_iter,
@@ -179,9 +204,10 @@ def distances(
     values: dict[str, float | Interval | DAffResult] = {m: float(run.matrices[m][0, 1]) for m in picked}
     if "d_aff" in picked:
         values["d_aff"] = d_aff_result(run, chosen)
-    if "d_lin" in picked:
-        values["d_lin"] = pair_interval(run, "d_lin")
-    for name in ("d_aff", "d_lin"):
+    for name in ("d_aff_rel", "d_lin"):
+        if name in picked:
+            values[name] = pair_interval(run, name)
+    for name in ("d_aff", "d_aff_rel", "d_lin"):
         if name in run.result.intervals:
             _warn_if_wide(name, pair_interval(run, name), chosen)
     return values
@@ -288,7 +314,7 @@ def pairwise(
         K >= 2 encoders' representations of the same N examples (widths may differ).
     measures : str or sequence of str, default ("d_aff",)
         Names from :data:`MEASURES` (``d_aff``, ``d_aff_lower``, ``d_aff_ls``, ``d_aff_msd``,
-        ``psi_norm``, ``d_lin``, ``d_iso``, ``procrustes``, ``cca_r2``, ``cca_rho``, ``pwcca``,
+        ``psi_norm``, ``d_aff_rel``, ``d_lin``, ``d_iso``, ``procrustes``, ``cca_r2``, ``cca_rho``, ``pwcca``,
         ``svcca``, ``cka``).
     names : sequence of str, optional
         Row/column labels (default: the mapping's keys, else ``"0"``, ``"1"``, ...).

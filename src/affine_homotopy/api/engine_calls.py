@@ -34,14 +34,14 @@ from .results import DAffResult, DPsiResult, finite_or_raise
 # (degree in the source's scale, degree in the target's) of each matrix the intrinsic engine returns
 DEGREES: dict[str, tuple[int, int]] = {
     "d_aff": (0, 1), "d_aff_lower": (0, 1), "d_aff_ls": (0, 1), "d_aff_msd": (0, 2), "psi_norm": (-1, 1),
-    "d_lin": (0, 1), "d_lin_lower": (0, 1), "d_iso": (0, 1),
+    "d_lin": (0, 1), "d_lin_lower": (0, 1), "d_iso": (0, 1), "d_aff_rel": (0, 0), "d_aff_rel_lower": (0, 0),
 }
 JOINT = ("d_iso",)  # homogeneous only under one scale for both sides
 # undefined when either side has rank 0 (they divide by its variance); d_iso: onto a rank-0 target
 RANK0_UNDEFINED = ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka")
 INTRINSIC_LOGGER = "affine_homotopy.core.intrinsic"
 # the range of each distance: rounding can leave an exact match a few ulps below 0 (1 - CKA of an image)
-RANGES: dict[str, tuple[float, float]] = {"procrustes": (0.0, 2.0), "cca_r2": (0.0, 1.0), "cca_rho": (0.0, 1.0),
+RANGES: dict[str, tuple[float, float]] = {"d_aff_rel": (0.0, 1.0), "procrustes": (0.0, 2.0), "cca_r2": (0.0, 1.0), "cca_rho": (0.0, 1.0),
                                           "pwcca": (0.0, 1.0), "svcca": (0.0, 1.0), "cka": (0.0, 1.0)}
 
 
@@ -121,7 +121,7 @@ def run_intrinsic(reps: list[Representation], names: Sequence[str], measures: Se
             matrices.update(_rescaled({m: second.matrices[m] for m in joint}, np.full(len(reps), top)))
             result = result if result is not None else second
     run = Run(reps, names, matrices, result, precision)
-    needed = set(measures) | {f"{m}_lower" for m in ("d_aff", "d_lin") if m in measures}
+    needed = set(measures) | {f"{m}_lower" for m in ("d_aff", "d_aff_rel", "d_lin") if m in measures}
     check_values(run, sorted(needed & set(matrices)), pairs)
     return run
 
@@ -163,10 +163,18 @@ def refuse_constant(reps: Sequence[Representation], measures: Sequence[str], pai
                                 "representation without spread (they divide by its variance). Fix: drop it, or use "
                                 "d_aff or d_lin, which are defined for constant representations.",
                                 argument=reps[k].name)
+        if "d_aff_rel" in measures and reps[j].constant:
+            raise _no_spread(reps[j], "every one of its rows is the same")
         if "d_iso" in measures and reps[j].constant and not reps[i].constant:
             raise DataError(f"{reps[j].name} is constant (every row the same): d_iso onto a constant target is "
                             "undefined (no rotation is singled out). Fix: drop it, or use d_aff (0 onto a constant "
                             "target).", argument=reps[j].name)
+
+
+def _no_spread(target: Representation, why: str) -> DataError:
+    return DataError(f"{target.name} has no spread ({why}): d_aff_rel = d_aff / R divides by the radius R of "
+                     "the smallest ball enclosing it, which is 0. Fix: use d_aff (0 onto a target without spread), "
+                     "or drop it.", argument=target.name)
 
 
 def check_values(run: Run, measures: Sequence[str], pairs: Sequence[tuple[int, int]]) -> None:
@@ -178,6 +186,8 @@ def check_values(run: Run, measures: Sequence[str], pairs: Sequence[tuple[int, i
             if math.isfinite(float(values[i, j])):
                 continue
             source, target = run.reps[i], run.reps[j]
+            if name.startswith("d_aff_rel"):
+                raise _no_spread(target, "its rank under the rank rule is 0 or its certified enclosing radius is 0")
             apart = abs(source.exponent - target.exponent)
             if name in JOINT and apart > 900:
                 raise NumericalError(f"{name} of {source.name} -> {target.name} cannot be computed: it needs both at one "
@@ -278,7 +288,8 @@ class _ProgressHandler(logging.Handler):
 
 
 def pair_interval(run: Run, measure: str) -> Interval:
-    """The certified interval of ``measure`` (``d_aff`` or ``d_lin``) of the pair (0, 1), in the inputs' units."""
+    """The certified interval of ``measure`` (``d_aff``, ``d_aff_rel`` or ``d_lin``) of the pair (0, 1), in the
+    inputs' units."""
     upper = float(run.matrices[measure][0, 1])
     lower = min(max(float(run.matrices[f"{measure}_lower"][0, 1]), 0.0), upper)
     return replace(run.result.intervals[measure][0, 1], lower=lower, upper=upper)

@@ -1,5 +1,5 @@
 """Intrinsic (representation-level) distances between encoders for ordered pairs: the certified
-``d_aff`` family (:mod:`affine_homotopy.core.minimax`), ``d_lin``, ``d_iso`` and the CCA, CKA and
+``d_aff`` family (:mod:`affine_homotopy.core.minimax`), ``d_aff_rel``, ``d_lin``, ``d_iso`` and the CCA, CKA and
 Procrustes baselines, each encoder factorised once under the rank rule (:mod:`affine_homotopy.core.linalg`).
 
 Orientation: entry ``(i, j)`` of every matrix is encoder ``i`` (row) mapped onto encoder ``j`` (column),
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -84,7 +84,7 @@ class IntrinsicResult:
     converged: np.ndarray | None = None
     lin_iterations: np.ndarray | None = None  # (K, K) as `iterations`, for d_lin (None unless computed)
     lin_converged: np.ndarray | None = None  # (K, K) as `converged`, for d_lin
-    # measure ("d_aff", "d_lin") -> {(i, j): the pair's certified interval}, for the pairs computed
+    # measure ("d_aff", "d_aff_rel", "d_lin") -> {(i, j): the pair's certified interval}, for the pairs computed
     intervals: dict[str, dict[tuple[int, int], Interval]] = field(default_factory=dict)
 
 
@@ -174,6 +174,9 @@ def pairwise_intrinsic(
     clock.stop("factorise")
     tables = _PairTables.empty(plan.count, plan.n, settings.keep_weights)
     targets = _Targets.of(factors, lin)
+    if "d_aff_rel" in settings.measures:
+        targets.radii = enclosing_radii(factors, targets.affine, sorted({j for _, js in plan.by_source for j in js}),
+                                        settings)
     for i, others in plan.by_source:
         clock.start()
         _source_pairs(i, others, factors, targets, tables, settings, clock, f"{i + 1}/{plan.count} '{names[i]}'")
@@ -189,6 +192,7 @@ class _Targets:
 
     affine: list[tuple[torch.Tensor, float] | None]
     raw: list[tuple[torch.Tensor, float] | None]
+    radii: dict[int, Interval] = field(default_factory=dict)  # d_aff_rel only: each target's enclosing radius
 
     @classmethod
     def of(cls, factors: Sequence[Factors | None], lin: bool) -> "_Targets":
@@ -207,12 +211,13 @@ class _PairTables:
     converged: np.ndarray
     lin_iterations: np.ndarray
     lin_converged: np.ndarray
-    intervals: dict[str, dict[tuple[int, int], Interval]] = field(default_factory=lambda: {"d_aff": {}, "d_lin": {}})
+    intervals: dict[str, dict[tuple[int, int], Interval]] = field(
+        default_factory=lambda: {"d_aff": {}, "d_aff_rel": {}, "d_lin": {}})
 
     @classmethod
     def empty(cls, count: int, n: int, keep_weights: bool) -> "_PairTables":
         return cls(
-            matrices={name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower")},
+            matrices={name: np.zeros((count, count)) for name in (*MEASURES, "d_lin_lower", "d_aff_rel_lower")},
             # float64: the map rebuilt from them must reproduce d_aff (an ill-conditioned fit amplifies rounding)
             weights=np.zeros((count, count, n), dtype=np.float64) if keep_weights else None,
             iterations=np.zeros((count, count), dtype=int), converged=np.ones((count, count), dtype=bool),
@@ -237,6 +242,11 @@ class _PairTables:
         if fi.rank > 0:
             matrices["psi_norm"][i, block] = torch.linalg.matrix_norm(linear, ord=2).cpu().numpy()
 
+    def add_d_aff_rel(self, i: int, block: list[int], radii: dict[int, Interval]) -> None:
+        for j in block:
+            interval = self.intervals["d_aff_rel"][i, j] = relative_interval(self.intervals["d_aff"][i, j], radii[j])
+            self.matrices["d_aff_rel"][i, j], self.matrices["d_aff_rel_lower"][i, j] = interval.upper, interval.lower
+
     def add_d_lin(self, i: int, block: list[int], result: MinimaxResult) -> None:
         self._add_intervals("d_lin", i, block, result, self.lin_iterations, self.lin_converged)
 
@@ -251,7 +261,8 @@ class _PairTables:
             np.fill_diagonal(matrices[key], 0.0)
         np.fill_diagonal(matrices["psi_norm"], 1.0)  # the identity map
         wanted = set(settings.measures)
-        families = {"d_aff": D_AFF_FAMILY, "d_lin": ("d_lin", "d_lin_lower"), "baselines": BASELINES}
+        families = {"d_aff": D_AFF_FAMILY, "d_aff_rel": ("d_aff_rel", "d_aff_rel_lower"),
+                    "d_lin": ("d_lin", "d_lin_lower"), "baselines": BASELINES}
         computed = {m for members in families.values() if wanted & set(members) for m in members}
         lin = "d_lin" in computed
         return IntrinsicResult(
@@ -274,9 +285,11 @@ def _source_pairs(i: int, others: list[int], factors: Sequence[Factors | None], 
         for key, values in _baselines_for_source(fi, factors, others).items():
             tables.matrices[key][i, others] = values
     clock.stop("baselines")
-    if wanted & set(D_AFF_FAMILY):
+    if wanted & {*D_AFF_FAMILY, "d_aff_rel"}:
         for block, result in _solve_blocks(fi.affine_design(), targets.affine, others, settings):
             tables.add_d_aff(i, fi, block, result)
+            if "d_aff_rel" in wanted:
+                tables.add_d_aff_rel(i, block, targets.radii)
             # an exact fit (d_aff at float32 noise) stops at the absolute floor whatever its relative gap
             log.info("d_aff (%s): source %s (rank %d) -> %d targets: %s iterations, %d/%d reached tol "
                      "or the float32 floor, largest relative gap %.2e", settings.solver, label, fi.rank,
@@ -287,6 +300,44 @@ def _source_pairs(i: int, others: list[int], factors: Sequence[Factors | None], 
         for block, result in _solve_blocks(fi.Q_raw, targets.raw, others, settings):
             tables.add_d_lin(i, block, result)
     clock.stop("d_lin")
+
+
+def enclosing_radii(factors: Sequence[Factors | None], affine: Sequence[tuple[torch.Tensor, float] | None],
+                    chosen: list[int], settings: IntrinsicSettings) -> dict[int, Interval]:
+    """``R_j = min_c max_n ||y_n - c||``, the radius of the smallest ball enclosing each chosen target's
+    rank-ruled representation: ``d_aff`` from a constant source (a constant-only design), certified to
+    ``tol / 100`` so that its gap adds little to ``d_aff_rel``'s. A rank-0 target has radius 0."""
+    radii = {j: Interval(0.0, 0.0, stop="rank 0", within_tol=True) for j in chosen if factors[j].rank == 0}
+    spread = [j for j in chosen if j not in radii]
+    if spread:
+        n = affine[spread[0]][0].shape[0]
+        constant = affine[spread[0]][0].new_full((n, 1), 1 / math.sqrt(n))  # orthonormal: one unit column
+        finer = replace(settings, tol=settings.tol / 100)
+        for block, result in _solve_blocks(constant, affine, spread, finer):
+            radii.update({j: result.interval(k) for k, j in enumerate(block)})
+    return radii
+
+
+def relative_interval(d_aff: Interval, radius: Interval) -> Interval:
+    """``d_aff / R``'s certified interval, ``[lower / upper(R), min(1, upper / lower(R))]``: 1 is the
+    constant map's value, which every affine map can reach. Undefined (both ends NaN) unless ``lower(R)``
+    is a positive certificate: a target without spread has no scale to compare with."""
+    if not (radius.certified and radius.lower > 0):
+        return Interval(math.nan, math.nan, stop="undefined: target without spread")
+    ratio = d_aff.ratio(radius)
+    upper = min(1.0, ratio.upper)
+    return replace(ratio, lower=min(ratio.lower, upper), upper=upper)
+
+
+def undefined_relative_note(result: IntrinsicResult) -> str | None:
+    """One line naming the targets whose ``d_aff_rel`` is NaN (no spread under the rank rule), or None."""
+    undefined = sorted({j for (_, j), interval in result.intervals.get("d_aff_rel", {}).items()
+                        if math.isnan(interval.upper)})
+    if not undefined:
+        return None
+    return (f"d_aff_rel is NaN onto {', '.join(result.names[j] for j in undefined)}: the target's representations "
+            "have no spread under the rank rule (rank 0, or a certified enclosing radius of 0), so there is no "
+            "scale to divide by; d_aff onto it is still reported")
 
 
 def solver_table(result: IntrinsicResult) -> list[dict[str, object]]:
@@ -305,6 +356,8 @@ def solver_table(result: IntrinsicResult) -> list[dict[str, object]]:
             "solver": result.solver,
             "converged": bool(result.converged[i, j]) if result.converged is not None else True,
         }
+        if "d_aff_rel" in m:
+            row["d_aff_rel"], row["d_aff_rel_lower"] = m["d_aff_rel"][i, j], m["d_aff_rel_lower"][i, j]
         if result.lin_iterations is not None and result.lin_converged is not None:
             row["d_lin_iterations"] = int(result.lin_iterations[i, j])
             row["d_lin_converged"] = bool(result.lin_converged[i, j])

@@ -42,6 +42,9 @@ MEASURE_RECORDS: tuple[Measure, ...] = (
             "d_aff squared over the target's width", "d_aff"),
     Measure("psi_norm", "intrinsic", False, "‖ψ‖", r"$\|\psi\|_2$",
             "operator norm of the linear part of the map attaining d_aff", "d_aff"),
+    Measure("d_aff_rel", "intrinsic", False, "d_aff / R", r"$d_{\mathrm{Aff}} / R$",
+            "d_aff over the radius R of the smallest ball enclosing the target (scale-free, in [0, 1]; "
+            "1 = no better than a constant map)"),
     Measure("d_lin", "intrinsic", False, "d_lin", r"$d_{\mathrm{Lin}}$",
             "certified minimax linear (bias-free) distance on uncentred representations"),
     Measure("d_iso", "intrinsic", False, "d_iso", r"$d_{\mathrm{Iso}}$",
