@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from affine_homotopy.core.intrinsic import MEASURES, IntrinsicSettings, pairwise_intrinsic
+from affine_homotopy.core.intrinsic import (MEASURES, IntrinsicSettings, pairwise_intrinsic, solver_table,
+                                            undefined_relative_note)
 
 
 def cvxpy():
@@ -450,6 +451,47 @@ def test_rank_zero_source_gives_enclosing_ball_radius(row: str) -> None:
     assert m["d_aff_ls"][0, 1] == pytest.approx(np.linalg.norm(centre(y), axis=1).max(), rel=1e-9)
     # and the reverse: any map sends everything onto the single point, exactly
     assert m["d_aff"][1, 0] <= 1e-12 * np.linalg.norm(value)
+
+
+def test_d_aff_rel_is_d_aff_over_an_independent_enclosing_radius() -> None:
+    rng = np.random.default_rng(65)
+    x = rng.standard_normal((40, 3))
+    y = np.tanh(x @ rng.standard_normal((3, 2))) + 0.3 * rng.standard_normal((40, 2)) + 2.0
+    result = run([x, y], tol=1e-6, measures=("d_aff", "d_aff_rel"))
+    m, interval = result.matrices, result.intervals["d_aff_rel"][0, 1]
+    radius = enclosing_ball_radius(y)  # cvxpy's SOCP, not the engine's solver
+    exact = socp_minimax(x, y) / radius
+    assert interval.certified and 0 <= interval.lower <= exact * (1 + 1e-6) and exact <= interval.upper * (1 + 1e-6)
+    assert (m["d_aff_rel"][0, 1], m["d_aff_rel_lower"][0, 1]) == (interval.upper, interval.lower)
+    assert m["d_aff_rel"][0, 1] == pytest.approx(m["d_aff"][0, 1] / radius, rel=1e-5)
+    table = solver_table(result)
+    assert table[0]["d_aff_rel"] == m["d_aff_rel"][0, 1] and table[0]["d_aff_rel_lower"] == interval.lower
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_d_aff_rel_of_an_independent_noise_source_is_close_to_one(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, p, q = 2000, 3, 2
+    # every target row on the unit circle: each one touches the enclosing ball, so a map beating the
+    # constant must fit all N rows with its (p + 1) q parameters (a Gaussian target's ball rests on a
+    # handful of extreme rows, which a few parameters can fit)
+    angles = rng.uniform(0, 2 * np.pi, n)
+    y = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    interval = run([rng.standard_normal((n, p)), y], tol=1e-3, measures=("d_aff_rel",)).intervals["d_aff_rel"][0, 1]
+    overfitting = np.sqrt((p + 1) * q / n)
+    assert interval.upper <= 1 and interval.lower >= 1 - overfitting - interval.gap, interval
+
+
+def test_d_aff_rel_onto_a_target_without_spread_is_nan_with_a_note() -> None:
+    rng = np.random.default_rng(66)
+    x, y = rng.standard_normal((30, 3)), np.tile(rng.standard_normal(2), (30, 1))
+    result = pairwise_intrinsic([x, y], ["x", "flat"], IntrinsicSettings(measures=("d_aff", "d_aff_rel")))
+    assert np.isnan(result.matrices["d_aff_rel"][0, 1]) and np.isnan(result.matrices["d_aff_rel_lower"][0, 1])
+    assert np.isfinite(result.matrices["d_aff"][0, 1])  # d_aff onto it stays reported
+    assert 0 <= result.matrices["d_aff_rel"][1, 0] <= 1
+    note = undefined_relative_note(result)
+    assert note is not None and "flat" in note and "'x'" not in note
+    assert undefined_relative_note(run([x, rng.standard_normal((30, 2))], measures=("d_aff_rel",))) is None
 
 
 def test_rank_zero_source_with_rounding_noise_has_rank_zero() -> None:

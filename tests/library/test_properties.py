@@ -158,6 +158,28 @@ def test_d_aff(data, scale, offset, seed) -> None:
     assert residual <= base.upper * (1 + 1e-5) + 1e-9 * unit + 1e-12 * float(np.abs(y).max())
 
 
+@given(pairs(), st.integers(-60, 60), powers(-3, 3), st.integers(0, 2**32 - 1))
+def test_d_aff_rel(data, exponent, scale, seed) -> None:
+    x, y, kind = data
+    rng = np.random.default_rng(seed)
+    base = outcome(ah.d_aff_rel, x, y)
+    if is_error(base):  # a target without spread: named, never a division by zero
+        assert isinstance(base, DataError) and base.argument == "target" and spread(y) <= 1e-12 * max(
+            float(np.abs(y).max()), 1e-300), (base, kind)
+        return
+    assert base.certified and 0 <= base.lower <= base.upper <= 1, base
+    # powers of two are exact: the same interval, bit for bit
+    assert ah.d_aff_rel(x, np.ldexp(y, exponent)) == base
+    # other scales, rotations and offsets of the target, invertible affine maps of the source: the same minimum
+    slack = 2e-3 * base.upper + 1e-7
+    rotated = y * scale @ orthogonal(rng, y.shape[1]) + scale * spread(y) * rng.standard_normal(y.shape[1])
+    overlap(ah.d_aff_rel(x, rotated), base, slack)
+    moved = x @ invertible(rng, x.shape[1]) + rng.standard_normal(x.shape[1])
+    overlap(ah.d_aff_rel(moved, y), base, slack)
+    # a constant source is no better than a constant: 1 lies in its interval
+    assert ah.d_aff_rel(np.ones_like(x), y).contains(1.0, slack=1e-9)
+
+
 def d_lin_upper(x, y) -> float:
     """d_lin's reported value, after checking its interval: certified, ``0 <= lower <= upper``."""
     interval = ah.d_lin(x, y)

@@ -45,6 +45,7 @@ def test_valid_config_gets_defaults(tiny_models, schema_path) -> None:
     from affine_homotopy.study.selection import DEFAULT_SELECTION
 
     assert config["intrinsic"]["measures"] == list(DEFAULT_SELECTION) and "d_lin" not in DEFAULT_SELECTION
+    assert "d_aff_rel" not in DEFAULT_SELECTION  # opt-in, as d_lin
     assert set(config["analysis"]["intrinsic_measures"]) <= set(stage_outputs(config["intrinsic"]["measures"]))
 
 

@@ -5,7 +5,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from affine_homotopy.core.intrinsic import missed_tol_warning, pairwise_intrinsic, solver_table
+from affine_homotopy.core.intrinsic import missed_tol_warning, pairwise_intrinsic, solver_table, undefined_relative_note
 from affine_homotopy.jobs.io import read_embeddings, write_csv, write_matrix, write_npy
 from affine_homotopy.core.linalg import check_finite_representations
 from affine_homotopy.jobs.devices import select_device
@@ -34,6 +34,9 @@ def main(snakemake):
     warning = missed_tol_warning(result, settings.tol, settings.max_iter)
     if warning:
         logging.warning("%s (config keys intrinsic.max_iter, intrinsic.tol)", warning)
+    undefined = undefined_relative_note(result)
+    if undefined:
+        logging.warning("%s", undefined)
     logging.info("phase seconds: %s", {k: round(v, 2) for k, v in result.seconds.items()})
     upper, lower = result.matrices["d_aff"], result.matrices["d_aff_lower"]
     off = ~np.eye(len(names), dtype=bool) & (upper > 1e-5)
