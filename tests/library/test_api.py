@@ -60,6 +60,9 @@ def test_every_two_array_function_equals_the_engine_entry(encoders, engine) -> N
         lin = ah.d_lin(reps[i], reps[j], tol=TOL, max_iter=MAX_ITER)
         assert close(lin.upper, engine.matrices["d_lin"][i, j]) and close(lin.lower, engine.matrices["d_lin_lower"][i, j])
         assert lin.iterations == engine.lin_iterations[i, j] and lin.within_tol == engine.lin_converged[i, j]
+        rel = ah.d_aff_rel(reps[i], reps[j], tol=TOL, max_iter=MAX_ITER)
+        assert close(rel.upper, engine.matrices["d_aff_rel"][i, j])
+        assert close(rel.lower, engine.matrices["d_aff_rel_lower"][i, j])
         for measure, function in two_array.items():
             assert close(function(reps[i], reps[j]), engine.matrices[measure][i, j]), (measure, names[i], names[j])
         r2, rho = ah.cca(reps[i], reps[j])

@@ -137,3 +137,12 @@ def test_integer_input_is_upcast_with_a_one_line_note(files, capsys) -> None:
     assert cli.main(["distance", str(folder / "counts.npy"), str(folder / "a.npy"), "--measure", "cka"]) == 0
     captured = capsys.readouterr()
     assert re.fullmatch(r"affine-homotopy: note: \S*counts\.npy has dtype int32; upcast to float64\.\n", captured.err)
+
+
+def test_distance_gives_the_certified_interval_of_d_aff_rel(files, capsys) -> None:
+    folder, arrays = files
+    assert cli.main(["distance", str(folder / "a.npy"), str(folder / "b.npz"), "--measure", "d_aff_rel", "--json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["measures"]["d_aff_rel"]
+    expected = ah.d_aff_rel(arrays["a"], arrays["b"])
+    assert entry["interval"] == pytest.approx([expected.lower, expected.upper], rel=1e-12)
+    assert entry["value"] == entry["interval"][1] and 0 <= entry["interval"][0] <= entry["value"] <= 1

@@ -85,7 +85,7 @@ def test_shipped_configs_are_valid(schema_path) -> None:
          r"'analysis\.rank_deficiency\.layer' has value 'last', which is not one of the configured"),
         (lambda c: c["encoders"]["a"].update(pooling="max"), r"'encoders\.a\.pooling' has value 'max'; allowed values: mean, cls, last"),
         (lambda c: c.update(intrinsic={"measures": ["d_aff", "d_lnn"]}),
-         r"'intrinsic\.measures' = \['d_aff', 'd_lnn'\] names unknown measure\(s\) \['d_lnn'\]\. Fix: choose from d_aff, d_lin"),
+         r"'intrinsic\.measures' = \['d_aff', 'd_lnn'\] names unknown measure\(s\) \['d_lnn'\]\. Fix: choose from d_aff, d_aff_rel, d_lin"),
         (lambda c: c.update(intrinsic={"measures": ["d_aff", "d_aff_ls"]}), r"d_aff_ls come with d_aff: list that instead"),
         (lambda c: c.update(intrinsic={"measures": ["cka"]}), r"'intrinsic\.measures' = \['cka'\] lacks d_aff.*Fix: add d_aff"),
         (lambda c: c.update(intrinsic={"measures": ["d_aff", "cka"]}, analysis={"intrinsic_measures": ["d_aff", "d_lin"]}),

@@ -46,8 +46,9 @@ Constant representations
     maps to one point); onto a constant target it is 0; ``psi_norm`` of a constant source is 0;
     ``d_lin`` is defined for any input; ``d_iso`` of a constant source is the target's largest
     centred row norm. ``d_aff_rel`` onto a target without spread (constant, or rank 0 under the rank
-    rule) is undefined: a DataError naming the target. CKA, CCA, PWCCA, SVCCA and Procrustes of a constant representation, and
-    ``d_iso`` onto a constant target, are undefined: a DataError naming the argument, before any
+    rule) is undefined: a DataError naming the target. CKA, CCA, PWCCA, SVCCA and Procrustes of a
+    constant representation, and ``d_iso`` onto a constant target, are undefined: a DataError naming
+    the argument, before any
     work (an input that is constant only up to rounding is found by the rank rule: rank 0, the same
     DataError after the factorisation).
 

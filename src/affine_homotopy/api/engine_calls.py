@@ -41,7 +41,8 @@ JOINT = ("d_iso",)  # homogeneous only under one scale for both sides
 RANK0_UNDEFINED = ("procrustes", "cca_r2", "cca_rho", "pwcca", "svcca", "cka")
 INTRINSIC_LOGGER = "affine_homotopy.core.intrinsic"
 # the range of each distance: rounding can leave an exact match a few ulps below 0 (1 - CKA of an image)
-RANGES: dict[str, tuple[float, float]] = {"d_aff_rel": (0.0, 1.0), "procrustes": (0.0, 2.0), "cca_r2": (0.0, 1.0), "cca_rho": (0.0, 1.0),
+RANGES: dict[str, tuple[float, float]] = {"d_aff_rel": (0.0, 1.0),
+                                          "procrustes": (0.0, 2.0), "cca_r2": (0.0, 1.0), "cca_rho": (0.0, 1.0),
                                           "pwcca": (0.0, 1.0), "svcca": (0.0, 1.0), "cka": (0.0, 1.0)}
 
 

@@ -170,6 +170,8 @@ def _distance(args: argparse.Namespace) -> None:
                                 "target_rank": result.target_rank}
         else:
             entries[measure] = {"value": _finite(measure, float(values[measure])), "symmetric": measure in SYMMETRIC}
+            if isinstance(values[measure], api.Interval):  # d_aff_rel, d_lin: certified
+                entries[measure]["interval"] = [values[measure].lower, values[measure].upper]
     if args.json:
         _print_json({"command": "distance", "source": args.source, "target": args.target,
                      "convention": "source mapped onto target; d_aff(source=G, target=H) is the paper's d_Aff(H, G)",
@@ -182,10 +184,14 @@ def _distance(args: argparse.Namespace) -> None:
         else:
             symmetric = entry["symmetric"] or (measure == "d_iso" and x.shape[1] == y.shape[1])
             note = "symmetric: the same both ways" if symmetric else "not symmetric"
-            kind = ("the spectral norm of the linear part of the map attaining d_aff" if measure == "psi_norm"
-                    else "a distance: 0 = the same up to the measure's maps")
+            kinds = {"psi_norm": "the spectral norm of the linear part of the map attaining d_aff",
+                     "d_aff_rel": "d_aff over the target's enclosing radius: 0 = an exact affine map, 1 = no "
+                                  "better than a constant"}
+            kind = kinds.get(measure, "a distance: 0 = the same up to the measure's maps")
             print(f"{measure}: {source_name} mapped onto {target_name} (source {args.source}, target {args.target})")
             print(f"  {measure}  {entry['value']:.6g}  ({note}; {kind})")
+            if "interval" in entry:
+                print(f"  interval  [{entry['interval'][0]:.6g}, {entry['interval'][1]:.6g}]  (certified)")
             print(f"  N = {x.shape[0]}; source D = {x.shape[1]}, target D = {y.shape[1]}")
 
 
@@ -280,8 +286,10 @@ def _common(sub: argparse.ArgumentParser, measures: bool = True) -> None:
                               "(default d_aff)")
     sub.add_argument("--layer", help="layer of every (n_layers, N, D) file: hidden-state index or label (layer6) "
                      "from its sidecar, else the slice index; (N, D) files are used as they are")
-    sub.add_argument("--tol", type=float, default=1e-3, help="d_aff/d_lin: certified relative gap (default 1e-3)")
-    sub.add_argument("--max-iter", type=int, default=1000, help="d_aff/d_lin: iterations at most (default 1000)")
+    sub.add_argument("--tol", type=float, default=1e-3, help="d_aff/d_aff_rel/d_lin: certified relative gap "
+                     "(default 1e-3)")
+    sub.add_argument("--max-iter", type=int, default=1000, help="d_aff/d_aff_rel/d_lin: iterations at most "
+                     "(default 1000)")
     sub.add_argument("--rank-multiplier", type=float, default=5.0, help="n of the rank rule (default 5)")
     sub.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                      help="precision of the maths (default float64)")
