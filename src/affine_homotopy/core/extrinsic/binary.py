@@ -54,14 +54,21 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy.special import expit
 
 from ...errors import NumericalError
+from .. import lp as lp_kernel
 
 log = logging.getLogger(__name__)
 
 SQRT2 = math.sqrt(2.0)
-S_FLOOR = -50.0  # logit units: keeps an unbounded working set's LP bounded (then detected below)
+S_FLOOR = lp_kernel.FLOOR  # logit units: keeps an unbounded working set's LP bounded (then detected below)
+CERT_RESIDUAL_LIMIT = 1e-10  # the largest max |A^T y| / ||y||_1 a certificate is built on
+# the working set: both sides of WORKING_SET_ROWS_PER_COLUMN rows per column, used where the rows number
+# WORKING_SET_SHARE_INV times that (uses_working_set)
+WORKING_SET_ROWS_PER_COLUMN = 2
+WORKING_SET_SHARE_INV = 4
 
 
 def class_one_probabilities(logit_gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,6 +99,14 @@ class BinaryTarget:
         inside = q - t > 0
         out[inside] = np.log(q[inside] - t) - np.log(qc[inside] + t)
         return out
+
+    def rates(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """``d hi_n / dt``, ``d lo_n / dt`` at level ``t`` (infinite where the side is absent)."""
+        q, qc = self.q, self.qc
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hi_rate = np.where(qc - t > 0, 1.0 / (q + t) + 1.0 / (qc - t), np.inf)
+            lo_rate = np.where(q - t > 0, -1.0 / (q - t) - 1.0 / (qc + t), -np.inf)
+        return hi_rate, lo_rate
 
     def signed_errors(self, u: np.ndarray) -> np.ndarray:
         """``sigmoid(u_n) - q_n``, from the nearer tail of the sigmoid for accuracy."""
@@ -143,150 +158,109 @@ def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np
 
 
 
-def _quiet_highs(highspy):
-    """A HiGHS object, built with the process's stdout pointed at stderr: HiGHS writes its banner from C
-    at construction, before ``output_flag`` can be set, and a caller's stdout should carry only results."""
-    import os
-    import sys
-
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):  # no file descriptor 1 (an embedded interpreter): nothing to protect
-        return highspy.Highs()
-    try:
-        os.dup2(2, 1)
-        return highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
 class ChebyshevLP:
-    """The Chebyshev LP of one classifier on a growing set of half-spaces: one HiGHS model.
+    """The Chebyshev LPs of one classifier on a growing working set of half-spaces, each solved by the
+    dense interior-point kernel (:func:`affine_homotopy.core.lp.solve_chebyshev`) on ``A = [Z, 1]``.
 
-    A half-space is a row of ``A = [Z, 1]`` with a side; its bound depends on the classifier and the
-    level only, so one model serves every level of the classifier (warm starts).
+    ``member[n, 0/1]``: row ``n``'s hi/lo half-space is in the set (a mask: the kernel's design is
+    always all of ``A``). Every returned dual passes the certificate residual check
+    (``CERT_RESIDUAL_LIMIT``): the kernel's own, else its purification's, else HiGHS's dual simplex
+    from scratch on the same set (``fallbacks`` counts these).
     """
 
-    def __init__(self, design: np.ndarray, label: str = "", scaled: bool = True) -> None:
-        """``scaled=False``: without HiGHS's scaling of rows and columns (the columns of ``[Z, 1]``
-        are whitened already). The worst-case search's sharp classifiers then need 2-3x fewer
-        simplex iterations on real pairs (docs/performance.md); the task and random-label probes
-        keep the default."""
-        import highspy  # the official HiGHS bindings: warm-started dual simplex (see the module docstring)
-
-        self.highspy = highspy
-        self.design = design
+    def __init__(self, design: np.ndarray | torch.Tensor, label: str = "") -> None:
+        self.matrix = torch.as_tensor(design, dtype=torch.float64)  # the kernel's copy, on the caller's device
+        self.design = self.matrix.cpu().numpy()  # scoring maps on all rows
         self.label = label
-        n, columns = design.shape
-        solver = _quiet_highs(highspy)
-        for option, value in (("output_flag", False), ("presolve", "off"), ("solver", "simplex"),
-                              ("simplex_strategy", 1), ("threads", 1), ("random_seed", 0),
-                              ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
-                              ("simplex_dual_edge_weight_strategy", 1),  # devex
-                              # a deterministic cap: past it the interior-point method solves the LP (solve).
-                              # Typical solves take a few hundred pivots, up to 1,800 at D = 384 and 5,500 at
-                              # 768 on real pairs at N = 2,000, where one interior-point solve of the dense LP
-                              # costs about what 3,000 pivots do (docs/performance.md)
-                              ("simplex_iteration_limit", max(5_000, 8 * (columns + 1)))):
-            solver.setOptionValue(option, value)
-        if not scaled:
-            solver.setOptionValue("simplex_scale_strategy", 0)
-        self.inf = highspy.kHighsInf
-        cost = np.zeros(columns + 1)
-        cost[columns] = 1.0  # minimise s, the last column
-        lower = np.full(columns + 1, -self.inf)
-        lower[columns] = S_FLOOR
-        solver.addCols(columns + 1, cost, lower, np.full(columns + 1, self.inf), 0,
-                       np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        self.solver = solver
-        self.columns = columns
-        self.rows = np.zeros(0, dtype=np.int64)  # LP row k is half-space (rows[k], hi_side[k])
-        self.hi_side = np.zeros(0, dtype=bool)
-        self.member = np.zeros((n, 2), dtype=bool)  # member[n, 0/1]: row n's hi/lo side is in the LP
+        self.member = np.zeros((self.design.shape[0], 2), dtype=bool)
         self.lps = 0
-        self.fallbacks = 0  # solves finished by the interior-point method after the simplex stalled
-        self.simplex_iterations = 0
-        self.last_dual: np.ndarray | None = None
+        self.iterations = 0  # interior-point iterations over every LP
+        self.fallbacks = 0
+        self.last: tuple[BinaryTarget, float, lp_kernel.ChebyshevSolution] | None = None
 
-    def _finite(self, values: np.ndarray) -> np.ndarray:
-        return np.where(np.isfinite(values), values, np.copysign(self.inf, values))
+    @property
+    def rows(self) -> np.ndarray:
+        """The rows with a half-space in the set."""
+        return np.flatnonzero(self.member.any(axis=1))
 
-    def add(self, rows: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, t: float) -> None:
-        """Add half-spaces (skipping those already in), with bounds at level ``t``."""
-        fresh = ~self.member[rows, np.where(hi_side, 0, 1)]
-        rows, hi_side = rows[fresh], hi_side[fresh]
-        if rows.size == 0:
-            return
-        keep = np.unique(np.stack([rows, hi_side]), axis=1)  # also drops duplicates within the call
-        rows, hi_side = keep[0].astype(np.int64), keep[1].astype(bool)
-        sign = np.where(hi_side, -1.0, 1.0)
-        values = np.hstack([self.design[rows], sign[:, None]]).ravel()
-        width = self.columns + 1
-        indices = np.tile(np.arange(width, dtype=np.int32), rows.size)
-        starts = np.arange(rows.size, dtype=np.int32) * width
-        lower = np.where(hi_side, -np.inf, target.lo(t, rows))
-        upper = np.where(hi_side, target.hi(t, rows), np.inf)
-        self.solver.addRows(rows.size, self._finite(lower), self._finite(upper), values.size, starts, indices, values)
-        self.member[rows, np.where(hi_side, 0, 1)] = True
-        self.rows = np.concatenate([self.rows, rows])
-        self.hi_side = np.concatenate([self.hi_side, hi_side])
+    def add(self, rows: np.ndarray, hi_side: np.ndarray) -> bool:
+        """Add half-spaces to the set; False when all were in."""
+        sides = np.where(hi_side, 0, 1)
+        fresh = not self.member[rows, sides].all()
+        self.member[rows, sides] = True
+        return fresh
 
-    def crash(self, nonbasic: np.ndarray) -> None:
-        """An advanced start: every column basic, LP rows ``nonbasic`` (one per column) at the bound of
-        their side; the vertex where the start map's worst rows are active (speed only)."""
-        highspy = self.highspy
-        status = [highspy.HighsBasisStatus.kBasic] * self.rows.size
-        for k in nonbasic.tolist():
-            status[k] = highspy.HighsBasisStatus.kUpper if self.hi_side[k] else highspy.HighsBasisStatus.kLower
-        basis = self.solver.getBasis()
-        basis.col_status = [highspy.HighsBasisStatus.kBasic] * (self.columns + 1)
-        basis.row_status = status
-        basis.valid = True
-        self.solver.setBasis(basis)
+    def _bounds(self, target: BinaryTarget, t: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``hi``, ``lo`` at level ``t`` on the set (absent sides infinite), as (1, N) tensors."""
+        hi = np.where(self.member[:, 0], target.hi(t), np.inf)
+        lo = np.where(self.member[:, 1], target.lo(t), -np.inf)
+        device = self.matrix.device
+        return (torch.as_tensor(hi, device=device)[None], torch.as_tensor(lo, device=device)[None])
 
-    def set_level(self, target: BinaryTarget, t: float) -> None:
-        lower = np.where(self.hi_side, -np.inf, target.lo(t, self.rows))
-        upper = np.where(self.hi_side, target.hi(t, self.rows), np.inf)
-        count = self.rows.size
-        self.solver.changeRowsBounds(count, np.arange(count, dtype=np.int32), self._finite(lower), self._finite(upper))
-
-    def solve(self) -> tuple[np.ndarray, float, np.ndarray]:
-        """``(w, s, row duals)``; a status other than optimal is retried from scratch, then by the
-        interior-point method with crossover (a degenerate LP can stall the dual simplex: seen on a
-        real pair), then a NumericalError naming the problem (this LP is always feasible and bounded
-        by ``S_FLOOR``). A simplex that reaches its iteration cap goes to the interior-point method at
-        once: on a 768-wide classifier a stalled warm start stalled again from scratch, 20,000 pivots
-        (about 150 CPU s) each, where the interior-point method took 30 s (docs/performance.md,
-        ``wide_certified_classifier.py``)."""
-        status = None
-        for attempt in range(3):
-            if attempt == 1 and status == self.highspy.HighsModelStatus.kIterationLimit:
-                continue  # straight to the interior-point method
-            if attempt:
-                self.solver.clearSolver()
-            if attempt == 2:
-                self.solver.setOptionValue("solver", "ipm")
-                self.solver.setOptionValue("run_crossover", "on")
-                self.fallbacks += 1
-            try:
-                self.solver.run()
-            finally:
-                if attempt == 2:
-                    self.solver.setOptionValue("solver", "simplex")
-            status = self.solver.getModelStatus()
-            if status == self.highspy.HighsModelStatus.kOptimal:
-                break
-        else:
-            raise NumericalError(f"the certified extrinsic LP of {self.label} ended with HiGHS status "
-                                 f"'{self.solver.modelStatusToString(status)}' (expected optimal); nothing was "
-                                 "written")
+    def solve(self, target: BinaryTarget, t: float, start: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+        """``(w, s, y)`` at level ``t``, ``y`` the duals of every half-space (``[hi sides, lo sides]``,
+        zero off the set) with a certificate residual at most ``CERT_RESIDUAL_LIMIT``."""
+        hi, lo = self._bounds(target, t)
+        rows = torch.as_tensor(self.member.any(axis=1), device=self.matrix.device)[None]
+        solution = lp_kernel.solve_chebyshev(self.matrix, hi, lo, rows, floor=S_FLOOR,
+                                             start=torch.as_tensor(start, device=self.matrix.device)[None])
         self.lps += 1
-        self.simplex_iterations += int(self.solver.getInfo().simplex_iteration_count)
-        solution = self.solver.getSolution()
-        x = np.asarray(solution.col_value)
-        self.last_dual = np.asarray(solution.row_dual)
-        return x[: self.columns], float(x[self.columns]), self.last_dual
+        self.iterations += int(solution.iterations[0])
+        self.last = (target, t, solution)
+        w, s = solution.x[0].cpu().numpy(), float(solution.s[0])
+        if solution.status[0] == "optimal" and s <= S_FLOOR * (1 - 1e-9):
+            return w, s, np.zeros(2 * self.design.shape[0])  # s unbounded on the set: no certificate
+        if solution.status[0] == "optimal" and float(solution.residual[0]) <= CERT_RESIDUAL_LIMIT:
+            return w, s, _stacked(solution)
+        purified = self.purify() if solution.status[0] == "optimal" else None
+        if purified is not None:
+            return w, s, purified
+        self.fallbacks += 1
+        return _highs_solve(self.design, hi[0].cpu().numpy(), lo[0].cpu().numpy(), self.label)
+
+    def purify(self) -> np.ndarray | None:
+        """The last LP's steepest optimal dual (:func:`affine_homotopy.core.lp.steepest_optimal_dual`) for
+        the levels' parametrisation ``hi(t)``, ``lo(t)``: the dual whose root is the Newton step from the
+        last level; None when the purification does not pass the residual check."""
+        target, t, solution = self.last
+        hi, lo = self._bounds(target, t)
+        hi_rate, lo_rate = target.rates(t)
+        device = self.matrix.device
+        hi_rate = torch.as_tensor(np.where(np.isfinite(hi_rate), hi_rate, 0.0), device=device)[None]
+        lo_rate = torch.as_tensor(np.where(np.isfinite(lo_rate), lo_rate, 0.0), device=device)[None]
+        steepest = lp_kernel.steepest_optimal_dual(self.matrix, solution, hi, lo, hi_rate, lo_rate)
+        self.iterations += int(steepest.iterations[0])
+        if steepest.status[0] != "optimal" or float(steepest.residual[0]) > CERT_RESIDUAL_LIMIT:
+            return None
+        return _stacked(steepest)
+
+
+def _stacked(solution: lp_kernel.ChebyshevSolution) -> np.ndarray:
+    """The first member's duals as one vector, hi sides then lo sides."""
+    return torch.cat([solution.y_hi[0], solution.y_lo[0]]).cpu().numpy()
+
+
+def _highs_solve(design: np.ndarray, hi: np.ndarray, lo: np.ndarray, label: str) -> tuple[np.ndarray, float, np.ndarray]:
+    """The LP by HiGHS's dual simplex from scratch (scipy's ``linprog``): a vertex with its duals, for an LP
+    the kernel could not certify; a NumericalError naming the classifier if HiGHS fails too."""
+    from scipy.optimize import linprog
+
+    n, columns = design.shape
+    on_hi, on_lo = np.isfinite(hi), np.isfinite(lo)
+    a_ub = np.vstack([np.hstack([design[on_hi], -np.ones((on_hi.sum(), 1))]),
+                      np.hstack([-design[on_lo], -np.ones((on_lo.sum(), 1))])])
+    cost = np.zeros(columns + 1)
+    cost[columns] = 1.0
+    result = linprog(cost, A_ub=a_ub, b_ub=np.concatenate([hi[on_hi], -lo[on_lo]]), method="highs-ds",
+                     bounds=[(None, None)] * columns + [(S_FLOOR, None)])
+    if result.status != 0:
+        raise NumericalError(f"the certified extrinsic LP of {label} ended with HiGHS status {result.status} "
+                             f"({result.message}) after the interior-point kernel; nothing was written")
+    y = np.zeros(2 * n)
+    marginals = result.ineqlin.marginals  # d objective / d b_ub <= 0: y_hi directly, y_lo = -marginal
+    y[np.flatnonzero(on_hi)] = marginals[: on_hi.sum()]
+    y[n + np.flatnonzero(on_lo)] = -marginals[on_hi.sum():]
+    return result.x[:columns], float(result.x[columns]), y
 
 
 def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: float) -> tuple[float, np.ndarray]:
@@ -336,8 +310,8 @@ class CertifiedDistance:
 
 
 def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
-            max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None,
-            smooth: bool = True, dominated_below: float = -math.inf, decide: bool = False) -> CertifiedDistance:
+            max_lp: int = 100, smooth: bool = True, dominated_below: float = -math.inf,
+            decide: bool = False) -> CertifiedDistance:
     """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
 
     ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
@@ -351,54 +325,39 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     since the Newton steps from above spend their LPs on levels that cannot decide it.
     """
     A = lp.design
-    columns = A.shape[1]
     lps_before = lp.lps
     tol_t, atol_t = tol, atol / SQRT2
-    # a start with a non-finite coefficient (an overflowed fit) scores nothing: the zero map stands in
-    starts = [w for w in starts if np.isfinite(w).all()] or [np.zeros(columns)]
-    scored = [(float(target.errors(A @ w).max()), k) for k, w in enumerate(starts)]
-    upper_t, best = min(scored)
-    coef = starts[best]
-    if SQRT2 * upper_t <= dominated_below and upper_t > atol_t:  # before the smooth start: it only lowers upper
-        return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
-    if smooth and upper_t > atol_t:
-        smoothed = smooth_max_start(A, target, coef)
-        if target.errors(A @ smoothed).max() < upper_t:
-            coef = smoothed
-            upper_t = float(target.errors(A @ coef).max())
-    errors = target.errors(A @ coef)
-    lower_t = 0.0
-    residual = 0.0
+    upper_t, coef = _best_start(A, target, starts, atol_t, dominated_below, smooth)
     if upper_t <= atol_t:
         return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "floor")
     if SQRT2 * upper_t <= dominated_below:
         return CertifiedDistance(0.0, SQRT2 * upper_t, coef, 0, "dominated")
-    added_per_lp = added_per_lp or max(32, columns // 2)
+    errors = target.errors(A @ coef)
+    lower_t, residual = 0.0, 0.0
     threshold_t = dominated_below / SQRT2 if decide and math.isfinite(dominated_below) else None
     t = upper_t if threshold_t is None else min(upper_t, threshold_t)
-    _seed_working_set(lp, target, coef, errors, t, working_rows)
+    _seed_working_set(lp, target, errors)
     made_two_sided = False
     stop = "max_lp"
     for _ in range(max_lp):
-        w, s, y = lp.solve()
+        w, s, y = lp.solve(target, t, coef)
         u = A @ w
         lp_errors = target.errors(u)
         if lp_errors.max() < upper_t:
             upper_t, coef, errors = float(lp_errors.max()), w, lp_errors
-        root, t_end = dual_root(y, lp.hi_side, target, lp.rows)
+        root, t_end, y = _best_root(lp, target, y, s, upper_t * (1 - tol_t))
         if root > lower_t:
             lower_t = min(root, upper_t)
-            signed = np.where(lp.hi_side, np.minimum(y, 0.0), np.maximum(y, 0.0))
-            residual = float(np.abs(A[lp.rows].T @ signed).max() / max(np.abs(signed).sum(), 1e-300))
+            residual = _residual(A, y)
         done = _stopped(upper_t, lower_t, tol_t, atol_t, dominated_below)
         if done:
             stop = done
             break
         if s <= S_FLOOR * (1 - 1e-9) and not made_two_sided:
             # the working set does not bound s (no certificate possible): both sides of every row
-            lp.add(np.concatenate([lp.rows, lp.rows]), np.repeat([True, False], lp.rows.size), target, t)
             made_two_sided = True
-            continue
+            if lp.add(np.repeat(lp.rows, 2), np.tile([True, False], lp.rows.size)):
+                continue
         t_next = max(lower_t, 0.5 * t)
         if threshold_t is not None and lower_t <= threshold_t:
             t_next = threshold_t  # still undecided (lower at most the threshold, upper above it): stay there
@@ -409,13 +368,54 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
             # either raises the lower bound past it (infeasible there: the dual's g is positive) or
             # is feasible on the working set
             t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7), 0.5 * (lower_t + upper_t)))
-        if not _add_violated(lp, target, u, s, t, errors, added_per_lp) and t_next == t:
+        if not _add_violated(lp, target, u, s, t, errors) and t_next == t:
             stop = "stalled"  # a complete working set and no progress: the LP's accuracy limit
             break
-        if t_next != t:
-            t = t_next
-        lp.set_level(target, t)
+        t = t_next
+    # a later map can lower upper below an earlier root by rounding (both are t* to the last bits)
+    lower_t = min(lower_t, upper_t)
     return CertifiedDistance(SQRT2 * lower_t, SQRT2 * upper_t, coef, lp.lps - lps_before, stop, residual)
+
+
+def _best_start(A: np.ndarray, target: BinaryTarget, starts: list[np.ndarray], atol_t: float,
+                dominated_below: float, smooth: bool) -> tuple[float, np.ndarray]:
+    """``(largest error, map)`` of the best start, refined by :func:`smooth_max_start` unless it is exact
+    or already dominated. A start with a non-finite coefficient (an overflowed fit) scores nothing: the
+    zero map stands in."""
+    starts = [w for w in starts if np.isfinite(w).all()] or [np.zeros(A.shape[1])]
+    upper_t, best = min((float(target.errors(A @ w).max()), k) for k, w in enumerate(starts))
+    coef = starts[best]
+    if smooth and upper_t > atol_t and SQRT2 * upper_t > dominated_below:
+        smoothed = smooth_max_start(A, target, coef)
+        smoothed_upper = float(target.errors(A @ smoothed).max())
+        if smoothed_upper < upper_t:
+            upper_t, coef = smoothed_upper, smoothed
+    return upper_t, coef
+
+
+def _best_root(lp: ChebyshevLP, target: BinaryTarget, y: np.ndarray, s: float, wanted: float
+               ) -> tuple[float, float, np.ndarray]:
+    """``(root, t_end, y)`` of the LP's dual and, below ``t*`` (``s > 0``) when its root stays under
+    ``wanted``, of its purification (an interior point's dual is the centre of the optimal face, whose
+    Newton step is shorter than the steepest vertex's): the larger root."""
+    n = lp.design.shape[0]
+    half_spaces, hi_side = np.tile(np.arange(n), 2), np.repeat([True, False], n)
+    root, t_end = dual_root(y, hi_side, target, half_spaces)
+    if s > 0 and root < wanted and lp.last is not None:
+        purified = lp.purify()
+        if purified is not None:
+            root_purified, t_end_purified = dual_root(purified, hi_side, target, half_spaces)
+            if root_purified > root:
+                return root_purified, t_end_purified, purified
+    return root, t_end, y
+
+
+def _residual(A: np.ndarray, y: np.ndarray) -> float:
+    """The certificate residual ``max |A^T y| / ||y||_1`` of duals ``[hi sides, lo sides]``, signs cleaned
+    as :func:`dual_root` cleans them."""
+    n = A.shape[0]
+    signed = np.concatenate([np.minimum(y[:n], 0.0), np.maximum(y[n:], 0.0)])
+    return float(np.abs(A.T @ (signed[:n] + signed[n:])).max() / max(np.abs(signed).sum(), 1e-300))
 
 
 def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, dominated_below: float) -> str | None:
@@ -429,34 +429,28 @@ def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, domina
     return None
 
 
-def _seed_working_set(lp: ChebyshevLP, target: BinaryTarget, coef: np.ndarray, errors: np.ndarray, t: float,
-                      working_rows: int | None) -> None:
-    """The start map's worst rows on the side they violate, at level ``t``; with many rows per column
-    both sides (one-sided sets of near-duplicate rows can leave s unbounded)."""
-    A = lp.design
-    n, columns = A.shape
-    both_sides = n > 10 * columns
-    working_rows = min(n, working_rows or (2 * columns if both_sides else int(1.3 * columns) + 1))
-    worst = np.argsort(-errors, kind="stable")[:working_rows]
-    fresh = lp.rows.size == 0
-    signed = target.signed_errors(A @ coef)
-    if both_sides:
-        lp.add(np.concatenate([worst, worst]), np.repeat([True, False], worst.size), target, t)
-    else:
-        lp.add(worst, signed[worst] > 0, target, t)
-    lp.set_level(target, t)
-    if fresh and worst.size >= columns + 1:
-        # crash: the columns + 1 worst rows active at their violated side (HiGHS's own start is the
-        # all-slack basis, which needs a pivot for every column first)
-        position = {(int(r), bool(h)): k for k, (r, h) in enumerate(zip(lp.rows, lp.hi_side))}
-        lp.crash(np.array([position[(int(r), bool(signed[r] > 0))] for r in worst[: columns + 1]]))
+def uses_working_set(rows: int, columns: int) -> bool:
+    """The one rule for a working set: each interior-point iteration costs ``rows columns^2``, a working
+    set of ``WORKING_SET_ROWS_PER_COLUMN columns`` rows pays where it is a small share of the rows
+    (the extra LPs its growth costs included)."""
+    return rows > WORKING_SET_SHARE_INV * WORKING_SET_ROWS_PER_COLUMN * columns
 
 
-def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float, t: float, errors: np.ndarray,
-                  added_per_lp: int) -> bool:
-    """Add the half-spaces outside the LP that the map ``u`` violates at level ``t`` by more than
-    ``s``, those the best map also gets most wrong first (they are near-active at the optimum), at
-    most ``added_per_lp``; False when there are none."""
+def _seed_working_set(lp: ChebyshevLP, target: BinaryTarget, errors: np.ndarray) -> None:
+    """Both sides of every row, or (:func:`uses_working_set`) of the start map's worst rows (one-sided
+    sets of near-duplicate rows can leave s unbounded)."""
+    n, columns = lp.design.shape
+    rows = np.arange(n)
+    if uses_working_set(n, columns):
+        rows = np.argsort(-errors, kind="stable")[: WORKING_SET_ROWS_PER_COLUMN * columns]
+    lp.add(np.repeat(rows, 2), np.tile([True, False], rows.size))
+
+
+def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float, t: float,
+                  errors: np.ndarray) -> bool:
+    """Add the half-spaces outside the set that the map ``u`` violates at level ``t`` by more than ``s``,
+    those the best map also gets most wrong first (they are near-active at the optimum), at most
+    ``columns`` an LP; False when there are none."""
     over_hi = u - target.hi(t)
     over_lo = target.lo(t) - u
     over_hi[lp.member[:, 0]] = -np.inf
@@ -467,6 +461,6 @@ def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float
         return False
     rows = np.concatenate([violated_hi, violated_lo])
     hi_side = np.concatenate([np.ones(violated_hi.size, bool), np.zeros(violated_lo.size, bool)])
-    pick = np.argsort(-errors[rows], kind="stable")[:added_per_lp]
-    lp.add(rows[pick], hi_side[pick], target, t)
+    pick = np.argsort(-errors[rows], kind="stable")[: lp.design.shape[1]]
+    lp.add(rows[pick], hi_side[pick])
     return True

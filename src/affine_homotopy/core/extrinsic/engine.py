@@ -110,7 +110,7 @@ class _Tables:
         self.searched: dict[tuple[int, int], SearchedClassifier] = {}
         self.diagnostics: list[dict[str, object]] = []
         self.drifted: list[str] = []  # pairs whose rebuilt d_aff map disagrees with d_aff
-        self.stalls = self.restarts = self.lp_count = self.ipm_fallbacks = 0
+        self.stalls = self.restarts = self.lp_count = self.highs_fallbacks = 0
         self.max_gap = 0.0
 
     def count(self, ctx: SourceContext, result: HeadResult) -> None:
@@ -119,7 +119,7 @@ class _Tables:
             self.stalls += int(result.stalled.sum())
             self.restarts += int(result.restarted_improved.sum())
         self.lp_count += ctx.solver.lp_count
-        self.ipm_fallbacks += ctx.solver.ipm_fallbacks
+        self.highs_fallbacks += ctx.solver.highs_fallbacks
         self.max_gap = max(self.max_gap, ctx.solver.max_gap)
 
 
@@ -164,9 +164,9 @@ def _log_run(tables: _Tables, seconds: dict[str, float], certified: bool, settin
     if certified:
         log.info("certified fixed-classifier distances (two classes): %d LPs, largest relative gap %.2e (tol %g, "
                  "atol %g)", tables.lp_count, tables.max_gap, settings.tol, settings.atol)
-        if tables.ipm_fallbacks:
-            log.info("%d LPs stalled the dual simplex (HiGHS's iteration cap) and were solved by the interior-point "
-                     "method with crossover", tables.ipm_fallbacks)
+        if tables.highs_fallbacks:
+            log.info("%d LPs the interior-point kernel could not certify were solved by HiGHS's dual simplex",
+                     tables.highs_fallbacks)
         if tables.max_gap > settings.tol:
             log.warning("some certified intervals stayed wider than tol after max_lp = %d LPs (largest gap %.2e): "
                         "see the *_gap columns of d_psi_diagnostics.csv", settings.max_lp, tables.max_gap)

@@ -6,8 +6,8 @@ the same thing whichever phase produced it:
 
 * two classes (``settings.certified``): the local starts (composed, least squares, soft label) seed
   :func:`affine_homotopy.core.extrinsic.binary.certify`, which returns ``[lower, upper]`` to ``tol``; the
-  value is ``upper``, attained by an explicit map; each classifier gets its own LP model, crashed at
-  its start map's worst rows;
+  value is ``upper``, attained by an explicit map; each classifier gets its own working set of
+  half-spaces, its LPs solved by the dense interior-point kernel (:mod:`affine_homotopy.core.lp`);
 * more classes: :func:`affine_homotopy.core.extrinsic.local.fit_heads` (starts and the smooth-max
   refinement, with stall restarts); ``lower`` is NaN: an upper bound without a certificate.
 """
@@ -34,7 +34,7 @@ class FixedClassifierSolver:
         self._design: np.ndarray | None = None
         self.lp_count = 0
         self.max_gap = 0.0
-        self.ipm_fallbacks = 0  # LPs the dual simplex could not finish, solved by the interior-point method
+        self.highs_fallbacks = 0  # LPs the interior-point kernel could not certify, solved by HiGHS
 
     def certifies(self, n_classes: int) -> bool:
         return n_classes == 2 and self.settings.certified
@@ -75,7 +75,7 @@ class FixedClassifierSolver:
         bound is at most this (it cannot be the largest, or cannot be accepted); its value is then
         that upper bound and its ``lower`` NaN. ``searched``: the worst-case search's classifiers,
         whose only question is whether they exceed ``dominated_below`` (the acceptance threshold):
-        their LPs run without HiGHS's scaling and at the threshold's level until that is settled
+        their LPs run at the threshold's level until that is settled
         (:class:`.binary.ChebyshevLP`, :func:`.binary.certify`); an accepted one is then closed to
         ``tol`` as any other."""
         # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
@@ -94,14 +94,12 @@ class FixedClassifierSolver:
                 continue  # a non-finite classifier stays NaN (skipped by its caller)
             A, c = result.A[:, h], result.c[h]
             start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
-            lp = ChebyshevLP(self.design, f"{self.source_name} -> {targets[h]}, classifier {labels[h]}",
-                             scaled=not searched)
+            lp = ChebyshevLP(self.design, f"{self.source_name} -> {targets[h]}, classifier {labels[h]}")
             target = BinaryTarget(P[:, h, 0], P[:, h, 1])
             interval = certify(lp, target, [start], settings.tol, settings.atol, settings.max_lp,
                                dominated_below=float(below[h]), decide=searched)
             self.lp_count += interval.lps
-            self.ipm_fallbacks += lp.fallbacks
-            lp.fallbacks = 0
+            self.highs_fallbacks += lp.fallbacks
             if interval.stop != "dominated":
                 self.max_gap = max(self.max_gap, interval.gap if interval.upper > settings.atol else 0.0)
             half = torch.as_tensor(interval.coef / 2, dtype=result.A.dtype, device=result.A.device)
