@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import torch
 
 FLOOR = -50.0  # the default lower bound on s (in the units of hi and lo)
-DUAL_TOLERANCE = 1e-12  # on max |M^T y| at convergence, with sum |y| near 1: certificates need 1e-10 relative
+ACTIVE_SLACK = 1e-6  # a half-space with a slack at most this (in the units of hi and lo) is active
+DUAL_TOLERANCE = 1e-8  # on max |M^T y| at convergence (sum |y| near 1), before the duals are polished (_polished)
 
 
 @dataclass
@@ -143,15 +144,19 @@ def _start(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, rows: torch
 
 def _converged(design: torch.Tensor, st: _State, tol: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(done, rp, rd)`` of a batch: primal residual within ``tol`` of the bounds' size, the stationarity
-    of ``x`` within DUAL_TOLERANCE, of ``s`` and the duality gap within ``tol``."""
+    of ``s`` and the duality gap within ``tol``, and the stationarity of ``x`` within DUAL_TOLERANCE or
+    at the rounding floor of ``M^T z`` (complementarity ``mu`` below ``tol^2``: further iterations only
+    lose accuracy; the caller checks the certificate residual)."""
     rp = (_apply_g(design, st.x) + st.sigma - st.h) * st.m
     c = torch.zeros_like(st.x)
     c[:, -1] = 1.0
     rd = _apply_gt(design, st.z) + c
     scale = 1.0 + (st.h * st.m).abs().max(dim=1).values
     primal, dual = st.x[:, -1], -(st.h * st.z).sum(dim=1)
-    done = ((rp.abs().max(dim=1).values <= tol * scale) & (rd[:, :-1].abs().max(dim=1).values <= DUAL_TOLERANCE)
-            & (rd[:, -1].abs() <= tol) & ((primal - dual).abs() <= tol * (1.0 + primal.abs())))
+    mu = (st.sigma * st.z).sum(dim=1) / st.m.sum(dim=1)
+    stationary = (rd[:, :-1].abs().max(dim=1).values <= DUAL_TOLERANCE) | (mu <= tol * tol)
+    done = ((rp.abs().max(dim=1).values <= tol * scale) & stationary & (rd[:, -1].abs() <= tol)
+            & ((primal - dual).abs() <= tol * (1.0 + primal.abs())))
     return done, rp, rd
 
 
@@ -191,6 +196,12 @@ def solve_chebyshev(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, ro
         raise ValueError("a slab end is NaN: absent sides are +inf (hi) and -inf (lo)")
     B, N = hi.shape
     rows = torch.ones((B, N), dtype=torch.bool, device=hi.device) if rows is None else rows
+    used = rows.any(dim=0)
+    if not bool(used.all()):  # only the rows some member uses enter the products
+        part = solve_chebyshev(design[used], hi[:, used], lo[:, used], rows[:, used], floor, start, tol, max_iterations)
+        y_hi, y_lo = hi.new_zeros((B, N)), hi.new_zeros((B, N))
+        y_hi[:, used], y_lo[:, used] = part.y_hi, part.y_lo
+        return ChebyshevSolution(part.x, part.s, y_hi, y_lo, part.iterations, part.status, part.residual)
     st = _start(design, hi, lo, rows, floor, start)
     iterations = torch.zeros(B, dtype=torch.int64, device=hi.device)
     status = ["iteration_limit"] * B
@@ -213,13 +224,29 @@ def solve_chebyshev(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, ro
         for b in live[~ok].tolist():
             status[b] = "numerical"
         live = live[ok]
-    y_hi, y_lo = -st.z[:, :N], st.z[:, N:2 * N]
+    y_hi, y_lo = _polished(design, -st.z[:, :N], st.z[:, N:2 * N])
     return ChebyshevSolution(st.x[:, :-1], st.x[:, -1], y_hi, y_lo, iterations, status,
                              certificate_residual(design, y_hi, y_lo))
 
 
+def _polished(design: torch.Tensor, y_hi: torch.Tensor, y_lo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The duals corrected to ``M^T y = 0`` to rounding: the smallest change in the metric of ``|y|``,
+    ``y <- y (1 -+ M v)`` with ``M^T |y| M v = M^T y`` (signs kept, zeros stay zero). The interior point's
+    own ``M^T y`` stalls at the normal equations' conditioning near the optimum. Kept where it lowers
+    the certificate residual."""
+    weight = y_hi.abs() + y_lo.abs()
+    K = (design.unsqueeze(0) * weight.sqrt().unsqueeze(2)).transpose(1, 2) @ (design.unsqueeze(0) * weight.sqrt().unsqueeze(2))
+    L, ok = _factor(K)
+    v = torch.cholesky_solve(((y_hi + y_lo) @ design).unsqueeze(2), L).squeeze(2)
+    shift = v @ design.T
+    new_hi, new_lo = y_hi * (1 + shift).clamp(min=0.0), y_lo * (1 - shift).clamp(min=0.0)
+    better = ok & (certificate_residual(design, new_hi, new_lo) < certificate_residual(design, y_hi, y_lo))
+    return torch.where(better[:, None], new_hi, y_hi), torch.where(better[:, None], new_lo, y_lo)
+
+
 def steepest_optimal_dual(design: torch.Tensor, solution: ChebyshevSolution, hi: torch.Tensor, lo: torch.Tensor,
-                          hi_rate: torch.Tensor, lo_rate: torch.Tensor, tol: float = 1e-9) -> ChebyshevSolution:
+                          hi_rate: torch.Tensor, lo_rate: torch.Tensor, tol: float = 1e-9,
+                          max_iterations: int = 40) -> ChebyshevSolution:
     """Purification: among the optimal duals of ``solution`` (an interior point's are the centre of the
     optimal face), one that maximises the dual objective's rate ``sum y_hi hi_rate + y_lo lo_rate`` when
     the slab ends move at the given rates (``hi_rate``/``lo_rate`` (B, N), finite on the rows). It is
@@ -228,10 +255,14 @@ def steepest_optimal_dual(design: torch.Tensor, solution: ChebyshevSolution, hi:
     half-spaces active at ``solution``'s primal, hence optimal there; a vertex where the face is not a
     point. A parametric LP in ``t`` (slab ends ``hi(t)``, ``lo(t)``) takes the Newton step of this dual."""
     u, s = solution.x @ design.T, solution.s[:, None]
-    active_hi = -solution.y_hi > hi - (u - s)
-    active_lo = solution.y_lo > (u + s) - lo
+    # active: a slack below its dual or near zero (a row of the face whose duals vanish at its centre)
+    active_hi = hi - (u - s) <= (-solution.y_hi).clamp(min=ACTIVE_SLACK)
+    active_lo = (u + s) - lo <= solution.y_lo.clamp(min=ACTIVE_SLACK)
     inf = torch.full_like(hi_rate, torch.inf)
-    hi_rate, lo_rate = torch.where(active_hi, hi_rate, inf), torch.where(active_lo, lo_rate, -inf)
-    # the rate is at least -(largest |rate|) (sum |y| = 1): a floor below that never binds a bounded face
-    largest = torch.cat([hi_rate.masked_fill(~active_hi, 0.0), lo_rate.masked_fill(~active_lo, 0.0)], 1).abs().max()
-    return solve_chebyshev(design, hi_rate, lo_rate, active_hi | active_lo, floor=-2.0 * float(largest) - 1.0, tol=tol)
+    # scaled to at most 1 (the duals do not change): the rate is then at least -1 (sum |y| = 1), and a
+    # floor of -2 never binds a bounded face
+    largest = torch.cat([hi_rate.masked_fill(~active_hi, 0.0), lo_rate.masked_fill(~active_lo, 0.0)], 1).abs()
+    largest = largest.max(dim=1, keepdim=True).values.clamp(min=1e-300)
+    hi_rate, lo_rate = torch.where(active_hi, hi_rate / largest, inf), torch.where(active_lo, lo_rate / largest, -inf)
+    return solve_chebyshev(design, hi_rate, lo_rate, active_hi | active_lo, floor=-2.0, tol=tol,
+                           max_iterations=max_iterations)

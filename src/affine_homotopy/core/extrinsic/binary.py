@@ -65,10 +65,11 @@ log = logging.getLogger(__name__)
 SQRT2 = math.sqrt(2.0)
 S_FLOOR = lp_kernel.FLOOR  # logit units: keeps an unbounded working set's LP bounded (then detected below)
 CERT_RESIDUAL_LIMIT = 1e-10  # the largest max |A^T y| / ||y||_1 a certificate is built on
-# the working set: both sides of WORKING_SET_ROWS_PER_COLUMN rows per column, used where the rows number
-# WORKING_SET_SHARE_INV times that (uses_working_set)
+# the first working set: both sides of the start map's WORKING_SET_ROWS_PER_COLUMN worst rows per column
+# (all rows where N is at most that). Each interior-point iteration costs (rows in the set) columns^2;
+# a set grown by violators took fewer CPU seconds than all rows on the demo's 2,000-row jobs, at
+# every width, and 2 rows per column fewer than 1.3 or 3 (docs/performance.md)
 WORKING_SET_ROWS_PER_COLUMN = 2
-WORKING_SET_SHARE_INV = 4
 
 
 def class_one_probabilities(logit_gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -429,20 +430,11 @@ def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, domina
     return None
 
 
-def uses_working_set(rows: int, columns: int) -> bool:
-    """The one rule for a working set: each interior-point iteration costs ``rows columns^2``, a working
-    set of ``WORKING_SET_ROWS_PER_COLUMN columns`` rows pays where it is a small share of the rows
-    (the extra LPs its growth costs included)."""
-    return rows > WORKING_SET_SHARE_INV * WORKING_SET_ROWS_PER_COLUMN * columns
-
-
 def _seed_working_set(lp: ChebyshevLP, target: BinaryTarget, errors: np.ndarray) -> None:
-    """Both sides of every row, or (:func:`uses_working_set`) of the start map's worst rows (one-sided
-    sets of near-duplicate rows can leave s unbounded)."""
-    n, columns = lp.design.shape
-    rows = np.arange(n)
-    if uses_working_set(n, columns):
-        rows = np.argsort(-errors, kind="stable")[: WORKING_SET_ROWS_PER_COLUMN * columns]
+    """Both sides of the start map's ``WORKING_SET_ROWS_PER_COLUMN columns`` worst rows (one-sided sets of
+    near-duplicate rows can leave s unbounded)."""
+    columns = lp.design.shape[1]
+    rows = np.argsort(-errors, kind="stable")[: WORKING_SET_ROWS_PER_COLUMN * columns]
     lp.add(np.repeat(rows, 2), np.tile([True, False], rows.size))
 
 
