@@ -197,11 +197,19 @@ def solve_chebyshev(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, ro
     B, N = hi.shape
     rows = torch.ones((B, N), dtype=torch.bool, device=hi.device) if rows is None else rows
     used = rows.any(dim=0)
-    if not bool(used.all()):  # only the rows some member uses enter the products
-        part = solve_chebyshev(design[used], hi[:, used], lo[:, used], rows[:, used], floor, start, tol, max_iterations)
-        y_hi, y_lo = hi.new_zeros((B, N)), hi.new_zeros((B, N))
-        y_hi[:, used], y_lo[:, used] = part.y_hi, part.y_lo
-        return ChebyshevSolution(part.x, part.s, y_hi, y_lo, part.iterations, part.status, part.residual)
+    if bool(used.all()):
+        return _solve_on_rows(design, hi, lo, rows, floor, start, tol, max_iterations)
+    # only the rows some member uses enter the products
+    part = _solve_on_rows(design[used], hi[:, used], lo[:, used], rows[:, used], floor, start, tol, max_iterations)
+    y_hi, y_lo = hi.new_zeros((B, N)), hi.new_zeros((B, N))
+    y_hi[:, used], y_lo[:, used] = part.y_hi, part.y_lo
+    return ChebyshevSolution(part.x, part.s, y_hi, y_lo, part.iterations, part.status, part.residual)
+
+
+def _solve_on_rows(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor, floor: float,
+                   start: torch.Tensor | None, tol: float, max_iterations: int) -> ChebyshevSolution:
+    """The predictor-corrector loop of :func:`solve_chebyshev` on every row of ``design``."""
+    B, N = hi.shape
     st = _start(design, hi, lo, rows, floor, start)
     iterations = torch.zeros(B, dtype=torch.int64, device=hi.device)
     status = ["iteration_limit"] * B
