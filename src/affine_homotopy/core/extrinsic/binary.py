@@ -19,8 +19,9 @@ Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
         s(t) = min_{w, s} s  s.t.  A_n w - s <= hi_n(t)  ((n, hi) in W),  A_n w + s >= lo_n(t)  ((n, lo) in W)
 
     with ``A = [Z, 1]`` (``Z`` the source's whitened, rank-ruled basis: the family of maps of the
-    whole project) by HiGHS's dual simplex, warm-started: a new level changes only row bounds, and
-    added half-spaces add rows, so the last basis stays dual feasible.
+    whole project) by the dense interior-point kernel :func:`affine_homotopy.core.lp.solve_chebyshev`
+    (a fixed cost of about 10-25 iterations an LP, where a simplex's pivot count explodes on hard
+    classifiers), started from the best map so far; ``s >= S_FLOOR`` keeps every LP bounded.
 
     * **Upper bound**: every LP's map ``w`` is scored on all ``N`` rows; ``upper`` is the smallest
       largest error seen, attained by an explicit map.
@@ -32,19 +33,27 @@ Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
       ``t* >= root(g)``. ``lower`` is the largest root seen.
     * **Next level**: ``t = lower``; when the optimal dual vertex at ``t`` stays optimal at ``t*``,
       ``root(g) = t*`` exactly (Newton on ``s(t) = max over dual vertices of g_y(t)``): 2-5 LPs.
+      Below ``t*`` (``s > 0``) an interior point's dual is the centre of the optimal face, whose root
+      falls short of that step; where its root does not close the interval, the purification
+      (:func:`affine_homotopy.core.lp.steepest_optimal_dual`) finds the optimal dual of steepest
+      ``g'(t)``, the Newton step's, and the larger root counts.
       Where the root is the end of ``g``'s domain (a used half-space disappears there), at least the
       middle of ``[lower, upper]``: just above that end, the next root could stop at the next row's
       ``q_n``, one row an LP (a 768-wide random-label classifier crept so: docs/performance.md).
     * **Working set**: after each LP all rows are checked at the LP's level; half-spaces violated by
       more than ``s`` join (those the best map gets most wrong first). Nothing about validity
       depends on ``W`` being complete. The initial set is both sides of the worst rows of the best
-      start map (one-sided sets of near-duplicate rows can be unbounded).
+      start map (one-sided sets of near-duplicate rows can be unbounded; then every row of the set
+      gets both sides), ``WORKING_SET_ROWS_PER_COLUMN`` per column of ``A``.
 
     Stop when ``upper - lower <= tol * upper`` or ``upper <= atol`` (float rounding of an exact fit).
 
-Validity: the certificate is for the rank-ruled family of maps (as ``d_aff``'s) and trusts HiGHS's
-duals up to ``cert_residual = max |A_W^T y| / ||y||_1`` (recorded, about 1e-14 to 1e-11), which is
-not propagated into the bound.
+Validity: the certificate is for the rank-ruled family of maps (as ``d_aff``'s). Any duals of the
+right signs give a valid ``g`` whatever their optimality (interior, purified or a vertex), provided
+``A_W^T y = 0``: every dual a root is taken from has ``cert_residual = max |A_W^T y| / ||y||_1`` at
+most ``CERT_RESIDUAL_LIMIT`` (recorded; the kernel polishes its duals to about 1e-16), which is not
+propagated into the bound. An LP whose kernel solve does not pass (not finished, or a residual above
+the limit even purified) is solved again by HiGHS's dual simplex from scratch (``fallbacks``).
 """
 
 from __future__ import annotations
