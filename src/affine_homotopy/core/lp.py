@@ -126,7 +126,7 @@ def _step(v: torch.Tensor, dv: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 def _start(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor, floor: float,
            start: torch.Tensor | None) -> _State:
     """A strictly feasible primal start (``x`` the given maps, ``s`` one above the largest violation) and
-    uniform duals summing to 1."""
+    nearly feasible duals summing to 1 (:func:`_start_duals`)."""
     B, n = hi.shape
     m = torch.cat([rows & hi.isfinite(), rows & lo.isfinite(), rows.new_ones((B, 1))], dim=1).to(hi.dtype)
     h = torch.cat([hi, -lo, hi.new_full((B, 1), -floor)], dim=1)
@@ -138,8 +138,24 @@ def _start(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, rows: torch
     worst = over.max(dim=1).values if over.shape[1] else hi.new_full((B,), -torch.inf)
     x[:, -1] = torch.maximum(worst, hi.new_full((B,), floor + 1.0)) + 1.0
     sigma = torch.where(m > 0, h - _apply_g(design, x), torch.ones_like(h))
-    z = m / m.sum(dim=1, keepdim=True)
-    return _State(x, sigma, z, h, m)
+    return _State(x, sigma, _start_duals(m), h, m)
+
+
+def _start_duals(m: torch.Tensor) -> torch.Tensor:
+    """Equal duals on both sides of each two-sided row (``M^T (z_hi - z_lo) = 0`` exactly), a small
+    share on one-sided rows, the rest on the floor: a start this close to dual feasibility keeps the
+    first steps from driving ``s`` up by orders of magnitude where the rows leave ``s`` (nearly)
+    unbounded (uniform duals did, on working sets of a 78-column source)."""
+    n = (m.shape[1] - 1) // 2
+    both = m[:, :n] * m[:, n:2 * n]
+    one = m[:, :2 * n] - torch.cat([both, both], dim=1)
+    pairs = both.sum(dim=1, keepdim=True)
+    singles = one.sum(dim=1, keepdim=True)
+    pair_share = torch.where(pairs > 0, torch.full_like(pairs, 0.9), torch.zeros_like(pairs))
+    single_share = torch.where(singles > 0, torch.full_like(singles, 0.05), torch.zeros_like(singles))
+    z = (torch.cat([both, both], dim=1) * pair_share / (2 * pairs).clamp(min=1.0)
+         + one * single_share / singles.clamp(min=1.0))
+    return torch.cat([z, 1.0 - pair_share - single_share], dim=1)
 
 
 def _converged(design: torch.Tensor, st: _State, tol: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

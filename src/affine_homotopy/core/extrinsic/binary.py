@@ -81,6 +81,11 @@ CERT_RESIDUAL_LIMIT = 1e-10  # the largest max |A^T y| / ||y||_1 a certificate i
 WORKING_SET_ROWS_PER_COLUMN = 2
 
 
+def at_floor(s: float) -> bool:
+    """The LP's ``s`` sits at ``S_FLOOR`` (to the interior point's accuracy): its rows do not bound ``s``."""
+    return s <= S_FLOOR * (1 - 1e-6)
+
+
 def class_one_probabilities(logit_gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(q, 1 - q)`` for a two-class softmax with logit gap ``z_1 - z_2``, each computed directly
     (no cancellation in ``1 - q`` when ``q`` is near 1)."""
@@ -218,7 +223,7 @@ class ChebyshevLP:
         self.iterations += int(solution.iterations[0])
         self.last = (target, t, solution)
         w, s = solution.x[0].cpu().numpy(), float(solution.s[0])
-        if solution.status[0] == "optimal" and s <= S_FLOOR * (1 - 1e-9):
+        if solution.status[0] == "optimal" and at_floor(s):
             return w, s, np.zeros(2 * self.design.shape[0])  # s unbounded on the set: no certificate
         if solution.status[0] == "optimal" and float(solution.residual[0]) <= CERT_RESIDUAL_LIMIT:
             return w, s, _stacked(solution)
@@ -363,7 +368,7 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
         if done:
             stop = done
             break
-        if s <= S_FLOOR * (1 - 1e-9) and not made_two_sided:
+        if at_floor(s) and not made_two_sided:
             # the working set does not bound s (no certificate possible): both sides of every row
             made_two_sided = True
             if lp.add(np.repeat(lp.rows, 2), np.tile([True, False], lp.rows.size)):
