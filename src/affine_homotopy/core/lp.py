@@ -160,19 +160,20 @@ def _start_duals(m: torch.Tensor) -> torch.Tensor:
 
 def _converged(design: torch.Tensor, st: _State, tol: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(done, rp, rd)`` of a batch: primal residual within ``tol`` of the bounds' size, the stationarity
-    of ``s`` and the duality gap within ``tol``, and the stationarity of ``x`` within DUAL_TOLERANCE or
-    at the rounding floor of ``M^T z`` (complementarity ``mu`` below ``tol^2``: further iterations only
-    lose accuracy; the caller checks the certificate residual)."""
+    of ``s`` and the complementarity gap ``sigma . z`` within ``tol``, and the stationarity of ``x``
+    within DUAL_TOLERANCE or at the rounding floor of ``M^T z`` (complementarity below ``tol^2`` a row:
+    further iterations only lose accuracy). The duals are then polished (:func:`_polished`) and their
+    certificate residual reported."""
     rp = (_apply_g(design, st.x) + st.sigma - st.h) * st.m
     c = torch.zeros_like(st.x)
     c[:, -1] = 1.0
     rd = _apply_gt(design, st.z) + c
     scale = 1.0 + (st.h * st.m).abs().max(dim=1).values
-    primal, dual = st.x[:, -1], -(st.h * st.z).sum(dim=1)
-    mu = (st.sigma * st.z).sum(dim=1) / st.m.sum(dim=1)
-    stationary = (rd[:, :-1].abs().max(dim=1).values <= DUAL_TOLERANCE) | (mu <= tol * tol)
+    complementarity = (st.sigma * st.z * st.m).sum(dim=1)
+    stationary = ((rd[:, :-1].abs().max(dim=1).values <= DUAL_TOLERANCE)
+                  | (complementarity <= tol * tol * st.m.sum(dim=1)))
     done = ((rp.abs().max(dim=1).values <= tol * scale) & stationary & (rd[:, -1].abs() <= tol)
-            & ((primal - dual).abs() <= tol * (1.0 + primal.abs())))
+            & (complementarity <= tol * (1.0 + st.x[:, -1].abs())))
     return done, rp, rd
 
 
