@@ -145,7 +145,7 @@ def _start_duals(m: torch.Tensor) -> torch.Tensor:
     """Equal duals on both sides of each two-sided row (``M^T (z_hi - z_lo) = 0`` exactly), a small
     share on one-sided rows, the rest on the floor: a start this close to dual feasibility keeps the
     first steps from driving ``s`` up by orders of magnitude where the rows leave ``s`` (nearly)
-    unbounded (uniform duals did, on working sets of a 78-column source)."""
+    unbounded, as uniform duals can."""
     n = (m.shape[1] - 1) // 2
     both = m[:, :n] * m[:, n:2 * n]
     one = m[:, :2 * n] - torch.cat([both, both], dim=1)

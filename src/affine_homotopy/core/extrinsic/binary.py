@@ -20,7 +20,7 @@ Method (a Newton/Dinkelbach iteration on a working set of half-spaces)
 
     with ``A = [Z, 1]`` (``Z`` the source's whitened, rank-ruled basis: the family of maps of the
     whole project) by the dense interior-point kernel :func:`affine_homotopy.core.lp.solve_chebyshev`
-    (a fixed cost of about 10-25 iterations an LP, where a simplex's pivot count explodes on hard
+    (a nearly fixed iteration count an LP, where a simplex's pivot count explodes on hard
     classifiers), started from the best map so far; ``s >= S_FLOOR`` keeps every LP bounded.
 
     * **Upper bound**: every LP's map ``w`` is scored on all ``N`` rows; ``upper`` is the smallest
@@ -76,8 +76,8 @@ S_FLOOR = lp_kernel.FLOOR  # logit units: keeps an unbounded working set's LP bo
 CERT_RESIDUAL_LIMIT = 1e-10  # the largest max |A^T y| / ||y||_1 a certificate is built on
 # the first working set: both sides of the start map's WORKING_SET_ROWS_PER_COLUMN worst rows per column
 # (all rows where N is at most that). Each interior-point iteration costs (rows in the set) columns^2;
-# a set grown by violators took fewer CPU seconds than all rows on the demo's 2,000-row jobs, at
-# every width, and 2 rows per column fewer than 1.3 or 3 (docs/performance.md)
+# measured on the demo's extrinsic jobs, a set grown by violators beat all rows at every width, and 2
+# rows per column beat 1.3 and 3
 WORKING_SET_ROWS_PER_COLUMN = 2
 
 
