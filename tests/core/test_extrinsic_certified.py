@@ -152,7 +152,7 @@ def test_a_dominated_stop_decides_as_the_full_solve(name) -> None:
 
 @pytest.mark.parametrize("name", CASES)
 def test_deciding_at_the_threshold_agrees_with_the_full_solve(name) -> None:
-    """The search's LPs (no HiGHS scaling, levels held at the acceptance threshold until it is settled)
+    """The search's LPs (levels held at the acceptance threshold until it is settled)
     decide every threshold outside the full solve's interval as that interval does, and every
     interval they return, stopped or closed, is a valid bound of the independent optimum."""
     from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
@@ -167,7 +167,7 @@ def test_deciding_at_the_threshold_agrees_with_the_full_solve(name) -> None:
     ref_lo, ref_hi = reference_distance(X, q)
     for factor in (0.5, 0.9, 0.999, 1.002, 1.1, 2.0):
         threshold = factor * ref_lo
-        decided = certify(ChebyshevLP(design, scaled=False), target, [start], 1e-3, 1e-6, smooth=False,
+        decided = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False,
                           dominated_below=threshold, decide=True).interval
         assert decided.upper >= ref_lo * (1 - 1e-7) - 1e-12, (threshold, decided)
         if decided.stop == "dominated":
@@ -398,79 +398,45 @@ def test_multi_class_values_are_stable_under_jitter(three_classes) -> None:
     assert _relative(base.values.d_psi, other.values.d_psi, 1e-6).max(initial=0) <= 1e-2
 
 
+def _unfinished_kernel(monkeypatch) -> None:
+    """Every interior-point solve stops after one iteration (status "iteration_limit")."""
+    from affine_homotopy.core import lp
+
+    solve = lp.solve_chebyshev
+    monkeypatch.setattr(lp, "solve_chebyshev", lambda *args, **kwargs: solve(*args, **{**kwargs, "max_iterations": 1}))
+
+
 def test_a_failed_lp_is_a_numerical_error_naming_the_pair_and_classifier(monkeypatch) -> None:
-    import highspy
+    """Neither the kernel nor HiGHS finishes: an error naming the LP, never a value."""
+    import scipy.optimize
 
+    from types import SimpleNamespace
+
+    _unfinished_kernel(monkeypatch)
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *args, **kwargs: SimpleNamespace(status=4, message="stub"))
     X, Y, target_probe = case("random")
-    monkeypatch.setattr(highspy.Highs, "getModelStatus", lambda self: highspy.HighsModelStatus.kUnknown)
     with pytest.raises(NumericalError, match=r"0 -> 1, classifier task.*HiGHS status"):
-        extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
-                                   pairs=[(0, 1)])
+        extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe], pairs=[(0, 1)])
 
 
-def test_a_stalled_simplex_is_finished_by_the_interior_point_method(monkeypatch) -> None:
-    """A dual simplex that hits its iteration cap (seen on a real degenerate pair) is solved again by
-    the interior-point method with crossover: the interval still contains the independent optimum."""
-    import highspy
+def test_an_unfinished_kernel_falls_back_to_highs_and_counts_it(monkeypatch) -> None:
+    """An LP the kernel cannot finish is solved by HiGHS's dual simplex, once per LP: the interval still
+    contains the independent optimum."""
+    from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
 
-    set_option = highspy.Highs.setOptionValue
-
-    def capped(self, option, value):  # a cap of 1 pivot: every simplex solve stalls
-        return set_option(self, option, 1 if option == "simplex_iteration_limit" else value)
-
-    monkeypatch.setattr(highspy.Highs, "setOptionValue", capped)
+    _unfinished_kernel(monkeypatch)
     X, Y, target_probe = case("random")
-    result = extrinsic_distances([X, Y], [probe(np.random.default_rng(0), X.shape[1]), target_probe],
-                                        pairs=[(0, 1)])
-    ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
-    assert result.lower.d_psi[0, 1] <= ref_hi * (1 + 1e-7) + 1e-9
-    assert result.values.d_psi[0, 1] >= ref_lo * (1 - 1e-7) - 1e-9
-    assert result.values.d_psi[0, 1] - result.lower.d_psi[0, 1] <= 1e-3 * result.values.d_psi[0, 1] + 1e-12
-
-
-def test_a_simplex_at_its_iteration_cap_goes_straight_to_the_interior_point_method(monkeypatch) -> None:
-    """One Chebyshev LP (40 rows, 5 columns and a bias, every half-space at one level) under a 1-pivot cap:
-    the simplex runs once, the interior-point method once (no simplex retry from scratch), and its
-    solution is the uncapped simplex's optimum (scipy's HiGHS on the same LP, independently)."""
-    import highspy
-
-    from affine_homotopy.core.extrinsic import binary
-
-    rng = np.random.default_rng(3)
-    design = np.hstack([rng.standard_normal((40, 5)), np.ones((40, 1))])
-    q = expit(rng.standard_normal(40) * 2)
-    target, t = binary.BinaryTarget(q, 1 - q), 0.2
-    rows = np.repeat(np.arange(40), 2)
-    hi_side = np.tile([True, False], 40)
-
-    def solved(cap: int | None) -> tuple[float, int, int]:
-        runs = []
-        run = highspy.Highs.run
-        monkeypatch.setattr(highspy.Highs, "run", lambda self: runs.append(1) or run(self))
-        lp = binary.ChebyshevLP(design, "capped")
-        if cap is not None:
-            lp.solver.setOptionValue("simplex_iteration_limit", cap)
-        lp.add(rows, hi_side, target, t)
-        _, s_value, _ = lp.solve()
-        monkeypatch.setattr(highspy.Highs, "run", run)
-        return s_value, len(runs), lp.fallbacks
-
-    s_capped, runs, fallbacks = solved(1)
-    assert (runs, fallbacks) == (2, 1)
-    s_free, runs_free, fallbacks_free = solved(None)
-    assert (runs_free, fallbacks_free) == (1, 0)
-    # min s subject to lo_n(t) <= [Z_n, 1] w + s, [Z_n, 1] w - s <= hi_n(t), s >= S_FLOOR (binary.ChebyshevLP)
-    lo, hi = target.lo(t), target.hi(t)
-    finite_lo, finite_hi = np.isfinite(lo), np.isfinite(hi)
-    a_ub = np.vstack([np.hstack([-design[finite_lo], -np.ones((finite_lo.sum(), 1))]),
-                      np.hstack([design[finite_hi], -np.ones((finite_hi.sum(), 1))])])
-    b_ub = np.concatenate([-lo[finite_lo], hi[finite_hi]])
-    cost = np.zeros(design.shape[1] + 1)
-    cost[-1] = 1.0
-    bounds = [(None, None)] * design.shape[1] + [(binary.S_FLOOR, None)]
-    reference = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-    assert reference.status == 0
-    assert s_capped == pytest.approx(reference.fun, abs=1e-7) and s_free == pytest.approx(reference.fun, abs=1e-7)
+    design = affine_family(X)
+    q = class_one(Y, target_probe)
+    lp = ChebyshevLP(design)
+    start = np.linalg.lstsq(design, np.log(q) - np.log(1 - q), rcond=None)[0]
+    found = certify(lp, BinaryTarget(q, 1 - q), [start], 1e-3, 1e-6, smooth=False)
+    result = found.interval
+    ref_lo, ref_hi = reference_distance(X, q)
+    assert lp.fallbacks == lp.lps > 0
+    assert result.lower <= ref_hi * (1 + 1e-7) + 1e-9 and result.upper >= ref_lo * (1 - 1e-7) - 1e-9
+    assert result.upper - result.lower <= 1e-3 * result.upper + 1e-12
+    assert found.cert_residual <= 1e-10
 
 
 def test_inverse_temperature_enters_the_targets_and_the_bound() -> None:

@@ -7,6 +7,15 @@ A Newton iteration on the Chebyshev LP ``s(t) = min s  s.t.  A_n w - s <= hi_n(t
 (``A = [Z, 1]``) over a working set of half-spaces closes ``[lower, upper]``: every LP's map scored on
 all rows gives ``upper``; the LP's row duals ``y`` give, for any map feasible at ``t'``, ``kappa s >=
 g(t') = sum_hi y_r hi_r(t') + sum_lo y_r lo_r(t')``, and ``g`` decreases, so ``t* >= root(g)``.
+
+Each LP is solved by the dense interior-point kernel (:func:`affine_homotopy.core.lp.solve_chebyshev`:
+a nearly fixed iteration count an LP, where a simplex's pivot count explodes on hard classifiers).
+Below ``t*`` an interior point's dual is the centre of the optimal face, whose root falls short of the
+Newton step; the purification (:func:`affine_homotopy.core.lp.steepest_optimal_dual`) finds the optimal
+dual of steepest ``g'(t)``, and the larger root counts. Any duals of the right signs with ``A_W^T y = 0``
+give a valid ``g``: every dual a root is taken from has ``cert_residual = max |A_W^T y| / ||y||_1`` at
+most ``CERT_RESIDUAL_LIMIT``; an LP the kernel cannot certify is solved again by HiGHS's dual simplex
+(counted as a fallback).
 """
 
 from __future__ import annotations
@@ -16,15 +25,28 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy.special import expit
 
 from ...errors import NumericalError
+from .. import lp as lp_kernel
 from ..interval import Interval
 
 log = logging.getLogger(__name__)
 
 SQRT2 = math.sqrt(2.0)
-S_FLOOR = -50.0  # logit units: keeps an unbounded working set's LP bounded (then detected below)
+S_FLOOR = lp_kernel.FLOOR  # logit units: keeps an unbounded working set's LP bounded (then detected below)
+CERT_RESIDUAL_LIMIT = 1e-10  # the largest max |A^T y| / ||y||_1 a certificate is built on
+# the first working set: both sides of the start map's WORKING_SET_ROWS_PER_COLUMN worst rows per column
+# (all rows where N is at most that). Each interior-point iteration costs (rows in the set) columns^2;
+# measured on the demo's extrinsic jobs, a set grown by violators beat all rows at every width, and 2
+# rows per column beat 1.3 and 3
+WORKING_SET_ROWS_PER_COLUMN = 2
+
+
+def at_floor(s: float) -> bool:
+    """The LP's ``s`` sits at ``S_FLOOR`` (to the interior point's accuracy): its rows do not bound ``s``."""
+    return s <= S_FLOOR * (1 - 1e-6)
 
 
 class BinaryTarget:
@@ -48,6 +70,14 @@ class BinaryTarget:
         inside = q - t > 0
         out[inside] = np.log(q[inside] - t) - np.log(qc[inside] + t)
         return out
+
+    def rates(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """``d hi_n / dt``, ``d lo_n / dt`` at level ``t`` (infinite where the side is absent)."""
+        q, qc = self.q, self.qc
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hi_rate = np.where(qc - t > 0, 1.0 / (q + t) + 1.0 / (qc - t), np.inf)
+            lo_rate = np.where(q - t > 0, -1.0 / (q - t) - 1.0 / (qc + t), -np.inf)
+        return hi_rate, lo_rate
 
     def signed_errors(self, u: np.ndarray) -> np.ndarray:
         """``sigmoid(u_n) - q_n``, from the nearer tail of the sigmoid for accuracy."""
@@ -95,147 +125,110 @@ def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np
             high = middle
 
 
-def _quiet_highs(highspy):
-    """A HiGHS object, built with the process's stdout pointed at stderr: HiGHS writes its banner from C
-    at construction, before ``output_flag`` can be set, and a caller's stdout should carry only results."""
-    import os
-    import sys
-
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):  # no file descriptor 1 (an embedded interpreter): nothing to protect
-        return highspy.Highs()
-    try:
-        os.dup2(2, 1)
-        return highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
 
 class ChebyshevLP:
-    """The Chebyshev LP of one classifier on a growing set of half-spaces: one HiGHS model.
+    """The Chebyshev LPs of one classifier on a growing working set of half-spaces, each solved by the
+    dense interior-point kernel (:func:`affine_homotopy.core.lp.solve_chebyshev`) on ``A = [Z, 1]``.
 
-    A half-space is a row of ``A = [Z, 1]`` with a side; its bound depends on the classifier and the
-    level only, so one model serves every level of the classifier (warm starts).
+    ``member[n, 0/1]``: row ``n``'s hi/lo half-space is in the set (a mask: the kernel's design is
+    always all of ``A``). Every returned dual passes the certificate residual check
+    (``CERT_RESIDUAL_LIMIT``): the kernel's own, else its purification's, else HiGHS's dual simplex
+    from scratch on the same set (``fallbacks`` counts these).
     """
 
-    def __init__(self, design: np.ndarray, label: str = "", scaled: bool = True) -> None:
-        """``scaled=False``: without HiGHS's scaling of rows and columns (the columns of ``[Z, 1]``
-        are whitened already). The worst-case search's sharp classifiers then need fewer simplex
-        iterations; the task and random-label probes keep the default."""
-        import highspy  # the official HiGHS bindings: warm-started dual simplex (see the module docstring)
-
-        self.highspy = highspy
-        self.design = design
+    def __init__(self, design: np.ndarray | torch.Tensor, label: str = "") -> None:
+        self.matrix = torch.as_tensor(design, dtype=torch.float64)  # the kernel's copy, on the caller's device
+        self.design = self.matrix.cpu().numpy()  # scoring maps on all rows
         self.label = label
-        n, columns = design.shape
-        solver = _quiet_highs(highspy)
-        for option, value in (("output_flag", False), ("presolve", "off"), ("solver", "simplex"),
-                              ("simplex_strategy", 1), ("threads", 1), ("random_seed", 0),
-                              ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9),
-                              ("simplex_dual_edge_weight_strategy", 1),  # devex
-                              # a deterministic cap, well above what a typical solve needs: past it one
-                              # interior-point solve of the dense LP is cheaper than more pivots (solve)
-                              ("simplex_iteration_limit", max(5_000, 8 * (columns + 1)))):
-            solver.setOptionValue(option, value)
-        if not scaled:
-            solver.setOptionValue("simplex_scale_strategy", 0)
-        self.inf = highspy.kHighsInf
-        cost = np.zeros(columns + 1)
-        cost[columns] = 1.0  # minimise s, the last column
-        lower = np.full(columns + 1, -self.inf)
-        lower[columns] = S_FLOOR
-        solver.addCols(columns + 1, cost, lower, np.full(columns + 1, self.inf), 0,
-                       np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        self.solver = solver
-        self.columns = columns
-        self.rows = np.zeros(0, dtype=np.int64)  # LP row k is half-space (rows[k], hi_side[k])
-        self.hi_side = np.zeros(0, dtype=bool)
-        self.member = np.zeros((n, 2), dtype=bool)  # member[n, 0/1]: row n's hi/lo side is in the LP
+        self.member = np.zeros((self.design.shape[0], 2), dtype=bool)
         self.lps = 0
-        self.fallbacks = 0  # solves finished by the interior-point method after the simplex stalled
-        self.simplex_iterations = 0
-        self.last_dual: np.ndarray | None = None
+        self.iterations = 0  # interior-point iterations over every LP
+        self.fallbacks = 0
+        self.last: tuple[BinaryTarget, float, lp_kernel.ChebyshevSolution] | None = None
 
-    def _finite(self, values: np.ndarray) -> np.ndarray:
-        return np.where(np.isfinite(values), values, np.copysign(self.inf, values))
+    @property
+    def rows(self) -> np.ndarray:
+        """The rows with a half-space in the set."""
+        return np.flatnonzero(self.member.any(axis=1))
 
-    def add(self, rows: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, t: float) -> None:
-        """Add half-spaces (skipping those already in), with bounds at level ``t``."""
-        fresh = ~self.member[rows, np.where(hi_side, 0, 1)]
-        rows, hi_side = rows[fresh], hi_side[fresh]
-        if rows.size == 0:
-            return
-        keep = np.unique(np.stack([rows, hi_side]), axis=1)  # also drops duplicates within the call
-        rows, hi_side = keep[0].astype(np.int64), keep[1].astype(bool)
-        sign = np.where(hi_side, -1.0, 1.0)
-        values = np.hstack([self.design[rows], sign[:, None]]).ravel()
-        width = self.columns + 1
-        indices = np.tile(np.arange(width, dtype=np.int32), rows.size)
-        starts = np.arange(rows.size, dtype=np.int32) * width
-        lower = np.where(hi_side, -np.inf, target.lo(t, rows))
-        upper = np.where(hi_side, target.hi(t, rows), np.inf)
-        self.solver.addRows(rows.size, self._finite(lower), self._finite(upper), values.size, starts, indices, values)
-        self.member[rows, np.where(hi_side, 0, 1)] = True
-        self.rows = np.concatenate([self.rows, rows])
-        self.hi_side = np.concatenate([self.hi_side, hi_side])
+    def add(self, rows: np.ndarray, hi_side: np.ndarray) -> bool:
+        """Add half-spaces to the set; False when all were in."""
+        sides = np.where(hi_side, 0, 1)
+        fresh = not self.member[rows, sides].all()
+        self.member[rows, sides] = True
+        return fresh
 
-    def crash(self, nonbasic: np.ndarray) -> None:
-        """An advanced start: every column basic, LP rows ``nonbasic`` (one per column) at the bound of
-        their side; the vertex where the start map's worst rows are active (speed only)."""
-        highspy = self.highspy
-        status = [highspy.HighsBasisStatus.kBasic] * self.rows.size
-        for k in nonbasic.tolist():
-            status[k] = highspy.HighsBasisStatus.kUpper if self.hi_side[k] else highspy.HighsBasisStatus.kLower
-        basis = self.solver.getBasis()
-        basis.col_status = [highspy.HighsBasisStatus.kBasic] * (self.columns + 1)
-        basis.row_status = status
-        basis.valid = True
-        self.solver.setBasis(basis)
+    def _bounds(self, target: BinaryTarget, t: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``hi``, ``lo`` at level ``t`` on the set (absent sides infinite), as (1, N) tensors."""
+        hi = np.where(self.member[:, 0], target.hi(t), np.inf)
+        lo = np.where(self.member[:, 1], target.lo(t), -np.inf)
+        device = self.matrix.device
+        return (torch.as_tensor(hi, device=device)[None], torch.as_tensor(lo, device=device)[None])
 
-    def set_level(self, target: BinaryTarget, t: float) -> None:
-        lower = np.where(self.hi_side, -np.inf, target.lo(t, self.rows))
-        upper = np.where(self.hi_side, target.hi(t, self.rows), np.inf)
-        count = self.rows.size
-        self.solver.changeRowsBounds(count, np.arange(count, dtype=np.int32), self._finite(lower), self._finite(upper))
-
-    def solve(self) -> tuple[np.ndarray, float, np.ndarray]:
-        """``(w, s, row duals)``; a status other than optimal is retried from scratch, then by the
-        interior-point method with crossover (a degenerate LP can stall the dual simplex: seen on a
-        real pair), then a NumericalError naming the problem (this LP is always feasible and bounded
-        by ``S_FLOOR``). A simplex that reaches its iteration cap goes to the interior-point method at
-        once: a stalled warm start of a wide classifier stalls again from scratch, at many times the
-        interior-point method's cost."""
-        status = None
-        for attempt in range(3):
-            if attempt == 1 and status == self.highspy.HighsModelStatus.kIterationLimit:
-                continue  # straight to the interior-point method
-            if attempt:
-                self.solver.clearSolver()
-            if attempt == 2:
-                self.solver.setOptionValue("solver", "ipm")
-                self.solver.setOptionValue("run_crossover", "on")
-                self.fallbacks += 1
-            try:
-                self.solver.run()
-            finally:
-                if attempt == 2:
-                    self.solver.setOptionValue("solver", "simplex")
-            status = self.solver.getModelStatus()
-            if status == self.highspy.HighsModelStatus.kOptimal:
-                break
-        else:
-            raise NumericalError(f"the certified extrinsic LP of {self.label} ended with HiGHS status "
-                                 f"'{self.solver.modelStatusToString(status)}' (expected optimal); nothing was "
-                                 "written")
+    def solve(self, target: BinaryTarget, t: float, start: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+        """``(w, s, y)`` at level ``t``, ``y`` the duals of every half-space (``[hi sides, lo sides]``,
+        zero off the set) with a certificate residual at most ``CERT_RESIDUAL_LIMIT``."""
+        hi, lo = self._bounds(target, t)
+        rows = torch.as_tensor(self.member.any(axis=1), device=self.matrix.device)[None]
+        solution = lp_kernel.solve_chebyshev(self.matrix, hi, lo, rows, floor=S_FLOOR,
+                                             start=torch.as_tensor(start, device=self.matrix.device)[None])
         self.lps += 1
-        self.simplex_iterations += int(self.solver.getInfo().simplex_iteration_count)
-        solution = self.solver.getSolution()
-        x = np.asarray(solution.col_value)
-        self.last_dual = np.asarray(solution.row_dual)
-        return x[: self.columns], float(x[self.columns]), self.last_dual
+        self.iterations += int(solution.iterations[0])
+        self.last = (target, t, solution)
+        w, s = solution.x[0].cpu().numpy(), float(solution.s[0])
+        if solution.status[0] == "optimal" and at_floor(s):
+            return w, s, np.zeros(2 * self.design.shape[0])  # s unbounded on the set: no certificate
+        if solution.status[0] == "optimal" and float(solution.residual[0]) <= CERT_RESIDUAL_LIMIT:
+            return w, s, _stacked(solution)
+        purified = self.purify() if solution.status[0] == "optimal" else None
+        if purified is not None:
+            return w, s, purified
+        self.fallbacks += 1
+        return _highs_solve(self.design, hi[0].cpu().numpy(), lo[0].cpu().numpy(), self.label)
+
+    def purify(self) -> np.ndarray | None:
+        """The last LP's steepest optimal dual (:func:`affine_homotopy.core.lp.steepest_optimal_dual`) for
+        the levels' parametrisation ``hi(t)``, ``lo(t)``: the dual whose root is the Newton step from the
+        last level; None when the purification does not pass the residual check."""
+        target, t, solution = self.last
+        hi, lo = self._bounds(target, t)
+        hi_rate, lo_rate = target.rates(t)
+        device = self.matrix.device
+        hi_rate = torch.as_tensor(np.where(np.isfinite(hi_rate), hi_rate, 0.0), device=device)[None]
+        lo_rate = torch.as_tensor(np.where(np.isfinite(lo_rate), lo_rate, 0.0), device=device)[None]
+        steepest = lp_kernel.steepest_optimal_dual(self.matrix, solution, hi, lo, hi_rate, lo_rate)
+        self.iterations += int(steepest.iterations[0])
+        if steepest.status[0] != "optimal" or float(steepest.residual[0]) > CERT_RESIDUAL_LIMIT:
+            return None
+        return _stacked(steepest)
+
+
+def _stacked(solution: lp_kernel.ChebyshevSolution) -> np.ndarray:
+    """The first member's duals as one vector, hi sides then lo sides."""
+    return torch.cat([solution.y_hi[0], solution.y_lo[0]]).cpu().numpy()
+
+
+def _highs_solve(design: np.ndarray, hi: np.ndarray, lo: np.ndarray, label: str) -> tuple[np.ndarray, float, np.ndarray]:
+    """The LP by HiGHS's dual simplex from scratch (scipy's ``linprog``): a vertex with its duals, for an LP
+    the kernel could not certify; a NumericalError naming the classifier if HiGHS fails too."""
+    from scipy.optimize import linprog
+
+    n, columns = design.shape
+    on_hi, on_lo = np.isfinite(hi), np.isfinite(lo)
+    a_ub = np.vstack([np.hstack([design[on_hi], -np.ones((on_hi.sum(), 1))]),
+                      np.hstack([-design[on_lo], -np.ones((on_lo.sum(), 1))])])
+    cost = np.zeros(columns + 1)
+    cost[columns] = 1.0
+    result = linprog(cost, A_ub=a_ub, b_ub=np.concatenate([hi[on_hi], -lo[on_lo]]), method="highs-ds",
+                     bounds=[(None, None)] * columns + [(S_FLOOR, None)])
+    if result.status != 0:
+        raise NumericalError(f"the certified extrinsic LP of {label} ended with HiGHS status {result.status} "
+                             f"({result.message}) after the interior-point kernel; nothing was written")
+    y = np.zeros(2 * n)
+    marginals = result.ineqlin.marginals  # d objective / d b_ub <= 0: y_hi directly, y_lo = -marginal
+    y[np.flatnonzero(on_hi)] = marginals[: on_hi.sum()]
+    y[n + np.flatnonzero(on_lo)] = -marginals[on_hi.sum():]
+    return result.x[:columns], float(result.x[columns]), y
 
 
 def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: float) -> tuple[float, np.ndarray]:
@@ -267,8 +260,8 @@ def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, tempera
 @dataclass
 class Certificate:
     """``d`` of one fixed classifier in ``interval`` (``iterations``: its LPs), its ``upper`` attained by
-    the logit-gap map ``u = A @ coef`` (``A = [Z, 1]``); ``cert_residual``: how far HiGHS's duals are
-    from exact (``max |A_W^T y| / ||y||_1``)."""
+    the logit-gap map ``u = A @ coef`` (``A = [Z, 1]``); ``cert_residual``: how far the duals of the
+    lower bound are from exact (``max |A_W^T y| / ||y||_1``)."""
 
     interval: Interval
     coef: np.ndarray  # (r + 1,)
@@ -278,14 +271,14 @@ class Certificate:
 def _certificate(lower: float, upper: float, coef: np.ndarray, lps: int, stop: str, residual: float = 0.0
                  ) -> Certificate:
     """``stop``: "tol" | "floor" | "dominated" | "stalled" | "max_lp"."""
-    interval = Interval(lower, upper, stop=stop, within_tol=stop in ("tol", "floor"), solver="highs",
+    interval = Interval(lower, upper, stop=stop, within_tol=stop in ("tol", "floor"), solver="interior-point",
                         iterations=lps)
     return Certificate(interval, coef, residual)
 
 
 def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
-            max_lp: int = 100, working_rows: int | None = None, added_per_lp: int | None = None,
-            smooth: bool = True, dominated_below: float = -math.inf, decide: bool = False) -> Certificate:
+            max_lp: int = 100, smooth: bool = True, dominated_below: float = -math.inf,
+            decide: bool = False) -> Certificate:
     """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
 
     ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
@@ -299,54 +292,39 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
     since the Newton steps from above spend their LPs on levels that cannot decide it.
     """
     A = lp.design
-    columns = A.shape[1]
     lps_before = lp.lps
     tol_t, atol_t = tol, atol / SQRT2
-    # a start with a non-finite coefficient (an overflowed fit) scores nothing: the zero map stands in
-    starts = [w for w in starts if np.isfinite(w).all()] or [np.zeros(columns)]
-    scored = [(float(target.errors(A @ w).max()), k) for k, w in enumerate(starts)]
-    upper_t, best = min(scored)
-    coef = starts[best]
-    if SQRT2 * upper_t <= dominated_below and upper_t > atol_t:  # before the smooth start: it only lowers upper
-        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "dominated")
-    if smooth and upper_t > atol_t:
-        smoothed = smooth_max_start(A, target, coef)
-        if target.errors(A @ smoothed).max() < upper_t:
-            coef = smoothed
-            upper_t = float(target.errors(A @ coef).max())
-    errors = target.errors(A @ coef)
-    lower_t = 0.0
-    residual = 0.0
+    upper_t, coef = _best_start(A, target, starts, atol_t, dominated_below, smooth)
     if upper_t <= atol_t:
         return _certificate(0.0, SQRT2 * upper_t, coef, 0, "floor")
     if SQRT2 * upper_t <= dominated_below:
         return _certificate(0.0, SQRT2 * upper_t, coef, 0, "dominated")
-    added_per_lp = added_per_lp or max(32, columns // 2)
+    errors = target.errors(A @ coef)
+    lower_t, residual = 0.0, 0.0
     threshold_t = dominated_below / SQRT2 if decide and math.isfinite(dominated_below) else None
     t = upper_t if threshold_t is None else min(upper_t, threshold_t)
-    _seed_working_set(lp, target, coef, errors, t, working_rows)
+    _seed_working_set(lp, target, errors)
     made_two_sided = False
     stop = "max_lp"
     for _ in range(max_lp):
-        w, s, y = lp.solve()
+        w, s, y = lp.solve(target, t, coef)
         u = A @ w
         lp_errors = target.errors(u)
         if lp_errors.max() < upper_t:
             upper_t, coef, errors = float(lp_errors.max()), w, lp_errors
-        root, t_end = dual_root(y, lp.hi_side, target, lp.rows)
+        root, t_end, y = _best_root(lp, target, y, s, upper_t * (1 - tol_t))
         if root > lower_t:
             lower_t = min(root, upper_t)
-            signed = np.where(lp.hi_side, np.minimum(y, 0.0), np.maximum(y, 0.0))
-            residual = float(np.abs(A[lp.rows].T @ signed).max() / max(np.abs(signed).sum(), 1e-300))
+            residual = _residual(A, y)
         done = _stopped(upper_t, lower_t, tol_t, atol_t, dominated_below)
         if done:
             stop = done
             break
-        if s <= S_FLOOR * (1 - 1e-9) and not made_two_sided:
+        if at_floor(s) and not made_two_sided:
             # the working set does not bound s (no certificate possible): both sides of every row
-            lp.add(np.concatenate([lp.rows, lp.rows]), np.repeat([True, False], lp.rows.size), target, t)
             made_two_sided = True
-            continue
+            if lp.add(np.repeat(lp.rows, 2), np.tile([True, False], lp.rows.size)):
+                continue
         t_next = max(lower_t, 0.5 * t)
         if threshold_t is not None and lower_t <= threshold_t:
             t_next = threshold_t  # still undecided (lower at most the threshold, upper above it): stay there
@@ -357,13 +335,54 @@ def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol
             # either raises the lower bound past it (infeasible there: the dual's g is positive) or
             # is feasible on the working set
             t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7), 0.5 * (lower_t + upper_t)))
-        if not _add_violated(lp, target, u, s, t, errors, added_per_lp) and t_next == t:
+        if not _add_violated(lp, target, u, s, t, errors) and t_next == t:
             stop = "stalled"  # a complete working set and no progress: the LP's accuracy limit
             break
-        if t_next != t:
-            t = t_next
-        lp.set_level(target, t)
+        t = t_next
+    # a later map can lower upper below an earlier root by rounding (both are t* to the last bits)
+    lower_t = min(lower_t, upper_t)
     return _certificate(SQRT2 * lower_t, SQRT2 * upper_t, coef, lp.lps - lps_before, stop, residual)
+
+
+def _best_start(A: np.ndarray, target: BinaryTarget, starts: list[np.ndarray], atol_t: float,
+                dominated_below: float, smooth: bool) -> tuple[float, np.ndarray]:
+    """``(largest error, map)`` of the best start, refined by :func:`smooth_max_start` unless it is exact
+    or already dominated. A start with a non-finite coefficient (an overflowed fit) scores nothing: the
+    zero map stands in."""
+    starts = [w for w in starts if np.isfinite(w).all()] or [np.zeros(A.shape[1])]
+    upper_t, best = min((float(target.errors(A @ w).max()), k) for k, w in enumerate(starts))
+    coef = starts[best]
+    if smooth and upper_t > atol_t and SQRT2 * upper_t > dominated_below:
+        smoothed = smooth_max_start(A, target, coef)
+        smoothed_upper = float(target.errors(A @ smoothed).max())
+        if smoothed_upper < upper_t:
+            upper_t, coef = smoothed_upper, smoothed
+    return upper_t, coef
+
+
+def _best_root(lp: ChebyshevLP, target: BinaryTarget, y: np.ndarray, s: float, wanted: float
+               ) -> tuple[float, float, np.ndarray]:
+    """``(root, t_end, y)`` of the LP's dual and, below ``t*`` (``s > 0``) when its root stays under
+    ``wanted``, of its purification (an interior point's dual is the centre of the optimal face, whose
+    Newton step is shorter than the steepest vertex's): the larger root."""
+    n = lp.design.shape[0]
+    half_spaces, hi_side = np.tile(np.arange(n), 2), np.repeat([True, False], n)
+    root, t_end = dual_root(y, hi_side, target, half_spaces)
+    if s > 0 and root < wanted and lp.last is not None:
+        purified = lp.purify()
+        if purified is not None:
+            root_purified, t_end_purified = dual_root(purified, hi_side, target, half_spaces)
+            if root_purified > root:
+                return root_purified, t_end_purified, purified
+    return root, t_end, y
+
+
+def _residual(A: np.ndarray, y: np.ndarray) -> float:
+    """The certificate residual ``max |A^T y| / ||y||_1`` of duals ``[hi sides, lo sides]``, signs cleaned
+    as :func:`dual_root` cleans them."""
+    n = A.shape[0]
+    signed = np.concatenate([np.minimum(y[:n], 0.0), np.maximum(y[n:], 0.0)])
+    return float(np.abs(A.T @ (signed[:n] + signed[n:])).max() / max(np.abs(signed).sum(), 1e-300))
 
 
 def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, dominated_below: float) -> str | None:
@@ -377,34 +396,19 @@ def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, domina
     return None
 
 
-def _seed_working_set(lp: ChebyshevLP, target: BinaryTarget, coef: np.ndarray, errors: np.ndarray, t: float,
-                      working_rows: int | None) -> None:
-    """The start map's worst rows on the side they violate, at level ``t``; with many rows per column
-    both sides (one-sided sets of near-duplicate rows can leave s unbounded)."""
-    A = lp.design
-    n, columns = A.shape
-    both_sides = n > 10 * columns
-    working_rows = min(n, working_rows or (2 * columns if both_sides else int(1.3 * columns) + 1))
-    worst = np.argsort(-errors, kind="stable")[:working_rows]
-    fresh = lp.rows.size == 0
-    signed = target.signed_errors(A @ coef)
-    if both_sides:
-        lp.add(np.concatenate([worst, worst]), np.repeat([True, False], worst.size), target, t)
-    else:
-        lp.add(worst, signed[worst] > 0, target, t)
-    lp.set_level(target, t)
-    if fresh and worst.size >= columns + 1:
-        # crash: the columns + 1 worst rows active at their violated side (HiGHS's own start is the
-        # all-slack basis, which needs a pivot for every column first)
-        position = {(int(r), bool(h)): k for k, (r, h) in enumerate(zip(lp.rows, lp.hi_side))}
-        lp.crash(np.array([position[(int(r), bool(signed[r] > 0))] for r in worst[: columns + 1]]))
+def _seed_working_set(lp: ChebyshevLP, target: BinaryTarget, errors: np.ndarray) -> None:
+    """Both sides of the start map's ``WORKING_SET_ROWS_PER_COLUMN columns`` worst rows (one-sided sets of
+    near-duplicate rows can leave s unbounded)."""
+    columns = lp.design.shape[1]
+    rows = np.argsort(-errors, kind="stable")[: WORKING_SET_ROWS_PER_COLUMN * columns]
+    lp.add(np.repeat(rows, 2), np.tile([True, False], rows.size))
 
 
-def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float, t: float, errors: np.ndarray,
-                  added_per_lp: int) -> bool:
-    """Add the half-spaces outside the LP that the map ``u`` violates at level ``t`` by more than
-    ``s``, those the best map also gets most wrong first (they are near-active at the optimum), at
-    most ``added_per_lp``; False when there are none."""
+def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float, t: float,
+                  errors: np.ndarray) -> bool:
+    """Add the half-spaces outside the set that the map ``u`` violates at level ``t`` by more than ``s``,
+    those the best map also gets most wrong first (they are near-active at the optimum), at most
+    ``columns`` an LP; False when there are none."""
     over_hi = u - target.hi(t)
     over_lo = target.lo(t) - u
     over_hi[lp.member[:, 0]] = -np.inf
@@ -415,6 +419,6 @@ def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float
         return False
     rows = np.concatenate([violated_hi, violated_lo])
     hi_side = np.concatenate([np.ones(violated_hi.size, bool), np.zeros(violated_lo.size, bool)])
-    pick = np.argsort(-errors[rows], kind="stable")[:added_per_lp]
-    lp.add(rows[pick], hi_side[pick], target, t)
+    pick = np.argsort(-errors[rows], kind="stable")[: lp.design.shape[1]]
+    lp.add(rows[pick], hi_side[pick])
     return True

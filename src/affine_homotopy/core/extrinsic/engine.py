@@ -98,7 +98,7 @@ class _Tables:
         # Lemma 5.2 per pair: the largest classifier norm, the classifiers above their bound, the bound's slack
         self.norm_max, self.violations, self.excess = np.zeros((count, count)), np.zeros((count, count), int), \
             np.zeros((count, count))
-        self.stalls = self.restarts = self.lp_count = self.ipm_fallbacks = 0
+        self.stalls = self.restarts = self.lp_count = self.highs_fallbacks = 0
         self.max_gap = 0.0
 
     def count(self, ctx: SourceContext, result: HeadResult, lemma: LemmaTally) -> None:
@@ -110,7 +110,7 @@ class _Tables:
             self.stalls += int(result.stalled.sum())
             self.restarts += int(result.restarted_improved.sum())
         self.lp_count += ctx.solver.lp_count
-        self.ipm_fallbacks += ctx.solver.ipm_fallbacks
+        self.highs_fallbacks += ctx.solver.highs_fallbacks
         self.max_gap = max(self.max_gap, ctx.solver.max_gap)
         self.drifted += ctx.drifted
 
@@ -158,9 +158,9 @@ def _log_run(tables: _Tables, seconds: dict[str, float], certified: bool, settin
     if certified:
         log.info("certified fixed-classifier distances (two classes): %d LPs, largest relative gap %.2e (tol %g, "
                  "atol %g)", tables.lp_count, tables.max_gap, settings.tol, settings.atol)
-        if tables.ipm_fallbacks:
-            log.info("%d LPs stalled the dual simplex (HiGHS's iteration cap) and were solved by the interior-point "
-                     "method with crossover", tables.ipm_fallbacks)
+        if tables.highs_fallbacks:
+            log.info("%d LPs the interior-point kernel could not certify were solved by HiGHS's dual simplex",
+                     tables.highs_fallbacks)
         if tables.max_gap > settings.tol:
             log.warning("some certified intervals stayed wider than tol after max_lp = %d LPs (largest gap %.2e): "
                         "see the *_gap columns of d_psi_diagnostics.csv", settings.max_lp, tables.max_gap)
@@ -261,7 +261,7 @@ class ExtrinsicResult:
         row = next(r for r in self.diagnostics if (r["mapped_from"], r["mapped_to"]) == (self.names[i], self.names[j]))
         stop = str(row["d_psi_stop"])
         return Interval(self.lower.d_psi[i, j], self.values.d_psi[i, j], stop=stop, within_tol=stop in ("tol", "floor"),
-                        solver="highs" if self.certified else "local search", iterations=int(row["d_psi_lps"]))
+                        solver="interior-point" if self.certified else "local search", iterations=int(row["d_psi_lps"]))
 
     def check_bounds(self) -> None:
         """Lemma 5.2 on every pair and every evaluated classifier (NumericalError; see

@@ -1,6 +1,6 @@
 """Fixed-classifier distances of one source for a batch of heads (one classifier on one target each):
-on two classes the local starts seed :func:`.binary.certify`, else :func:`.local.fit_heads` gives upper
-bounds (``lower`` NaN)."""
+on two classes the local starts seed :func:`.binary.certify` (its LPs solved by the dense interior-point
+kernel, :mod:`affine_homotopy.core.lp`), else :func:`.local.fit_heads` gives upper bounds (``lower`` NaN)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from .settings import ExtrinsicSettings
 @dataclass
 class HeadNames:
     """Head ``h``'s target encoder and classifier (error messages). ``search``: the worst-case search's
-    classifiers, whose LPs decide a threshold first, without HiGHS's scaling (docs/method.md)."""
+    classifiers, whose LPs decide a threshold first (docs/method.md)."""
 
     targets: list[str]
     labels: list[str]
@@ -34,7 +34,7 @@ class FixedClassifierSolver:
     def __init__(self, Z: torch.Tensor, settings: ExtrinsicSettings, source_name: str) -> None:
         self.Z, self.settings, self.source_name = Z, settings, source_name
         self.lp_count, self.max_gap = 0, 0.0
-        self.ipm_fallbacks = 0  # LPs the dual simplex could not finish, solved by the interior-point method
+        self.highs_fallbacks = 0  # LPs the interior-point kernel could not certify, solved by HiGHS
 
     @staticmethod
     def certifies(n_classes: int) -> bool:
@@ -78,13 +78,12 @@ class FixedClassifierSolver:
         settings = self.settings
         A, c = result.A[:, h], result.c[h]
         start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
-        lp = ChebyshevLP(self.design, f"{self.source_name} -> {names.targets[h]}, classifier {names.labels[h]}",
-                         scaled=not names.search)
+        lp = ChebyshevLP(self.design, f"{self.source_name} -> {names.targets[h]}, classifier {names.labels[h]}")
         found = certify(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], settings.tol, settings.atol,
                         settings.max_lp, dominated_below=below, decide=names.search)
         interval = found.interval
         self.lp_count += interval.iterations
-        self.ipm_fallbacks += lp.fallbacks
+        self.highs_fallbacks += lp.fallbacks
         if interval.stop != "dominated":
             self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > settings.atol else 0.0)
         return found
