@@ -347,7 +347,8 @@ def test_every_pair_leaves_the_engine_as_its_certified_interval() -> None:
     reps = [rng.standard_normal((80, 4)), rng.standard_t(3, (80, 3)), rng.standard_normal((80, 2))]
     for max_iter in (2, 5000):
         result = pairwise_intrinsic(reps, None, IntrinsicSettings(tol=1e-4, max_iter=max_iter), pairs=[(0, 1), (2, 1)])
-        assert set(result.intervals) == {"d_aff", "d_lin"} and set(result.intervals["d_lin"]) == {(0, 1), (2, 1)}
+        assert set(result.intervals) == {"d_aff", "d_lin", "d_aff_rel"}
+        assert all(set(result.intervals[m]) == {(0, 1), (2, 1)} for m in result.intervals)
         for measure, iterations, flags in (("d_aff", result.iterations, result.converged),
                                            ("d_lin", result.lin_iterations, result.lin_converged)):
             for (i, j), interval in result.intervals[measure].items():
