@@ -21,8 +21,10 @@ DEFAULT_SELECTION: tuple[str, ...] = tuple(m for m in SELECTABLE if m not in ("d
 EXTRINSIC_DEFAULT_SELECTION: tuple[str, ...] = ("d_psi", "d_worst", "d_worst_search")
 
 
-def unknown_measure_error(key: str, value: Any, unknown: Sequence[str], known: Sequence[str]) -> ConfigError:
-    return ConfigError(f"config key '{key}' = {list(value)} names unknown measure(s) {list(unknown)}. Fix: "
+def unknown_measure_error(key: str, value: Any, unknown: Sequence[str], known: Sequence[str], note: str = ""
+                          ) -> ConfigError:
+    """``note``: why a name is unknown where that helps (a companion file listed as a measure)."""
+    return ConfigError(f"config key '{key}' = {list(value)} names unknown measure(s) {list(unknown)}{note}. Fix: "
                        f"choose from {', '.join(known)}.", key=key, value=list(value))
 
 
@@ -40,14 +42,10 @@ def check_measure_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
         companions = [m for m in unknown if m in MEASURES and MEASURES[m].companion_of]
         note = (f" ({', '.join(companions)} come with {MEASURES[companions[0]].companion_of}: list that instead)"
                 if companions else "")
-        raise ConfigError(f"config key 'intrinsic.measures' = {selection} names unknown measure(s) {unknown}"
-                          f"{note}. Fix: choose from {', '.join(SELECTABLE)}.",
-                          key="intrinsic.measures", value=selection)
+        raise unknown_measure_error("intrinsic.measures", selection, unknown, SELECTABLE, note)
     if "d_aff" not in selection:
-        raise ConfigError(f"config key 'intrinsic.measures' = {selection} lacks d_aff, which the extrinsic stage "
-                          "(its maps start d_psi and enter Lemma 5.2's bound), the rank analysis, the preorder and "
-                          "Figures 1-4 need. Fix: add d_aff to intrinsic.measures.", key="intrinsic.measures",
-                          value=selection)
+        raise _lacking("intrinsic.measures", selection, "d_aff", "the extrinsic stage (its maps start d_psi and "
+                       "enter Lemma 5.2's bound), the rank analysis, the preorder and Figures 1-4 need")
     outputs = stage_outputs(selection)
     wanted = list(config.get("analysis", {}).get("intrinsic_measures", []))
     unknown = [m for m in wanted if m not in INTRINSIC_MEASURES]
@@ -90,16 +88,18 @@ def check_extrinsic_selection(config: Mapping[str, Any]) -> tuple[str, ...]:
         companions = [m for m in unknown if m in EXTRINSIC_MATRICES]
         note = (f" ({', '.join(companions)} {'is a file' if len(companions) == 1 else 'are files'} the stage writes "
                 "with its measure: list the measure instead)" if companions else "")
-        raise ConfigError(f"config key 'extrinsic.measures' = {selection} names unknown measure(s) {unknown}{note}. "
-                          f"Fix: choose from {', '.join(EXTRINSIC_MEASURES)}.",
-                          key="extrinsic.measures", value=selection)
+        raise unknown_measure_error("extrinsic.measures", selection, unknown, EXTRINSIC_MEASURES, note)
     if "d_psi" not in selection:
-        raise ConfigError(f"config key 'extrinsic.measures' = {selection} lacks d_psi, which Lemma 5.2's bound "
-                          "(bound.csv), Figure 2, the diagnostics and the extrinsic summary are built on. Fix: add "
-                          "d_psi to extrinsic.measures.", key="extrinsic.measures", value=selection)
+        raise _lacking("extrinsic.measures", selection, "d_psi", "Lemma 5.2's bound (bound.csv), Figure 2, the "
+                       "diagnostics and the extrinsic summary are built on")
     if "d_worst_search" in selection and "d_worst" not in selection:
         raise ConfigError(f"config key 'extrinsic.measures' = {selection} selects d_worst_search without d_worst: "
                           "the worst-case search starts from the worst of d_worst's classifiers (the task probe "
                           "and the random-label probes). Fix: add d_worst to extrinsic.measures, or drop "
                           "d_worst_search.", key="extrinsic.measures", value=selection)
     return extrinsic_selection(config)
+
+
+def _lacking(key: str, selection: list[str], measure: str, needed_by: str) -> ConfigError:
+    return ConfigError(f"config key '{key}' = {selection} lacks {measure}, which {needed_by}. Fix: add {measure} "
+                       f"to {key}.", key=key, value=selection)
