@@ -128,7 +128,7 @@ def test_a_dominated_stop_decides_as_the_full_solve(name) -> None:
     """The search rejects a step whose value is at most its threshold: stopping the LPs once the upper
     bound falls there must decide every threshold as the full solve's interval does (thresholds
     around the independent optimum; without the smooth start, so that the LPs do the work)."""
-    from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
+    from affine_homotopy.core.extrinsic.binary import BinaryProblem, BinaryTarget, ChebyshevLP, certify
 
     X, Y, target_probe = case(name)
     design = affine_family(X)
@@ -136,12 +136,12 @@ def test_a_dominated_stop_decides_as_the_full_solve(name) -> None:
     target = BinaryTarget(q, 1 - q)
     logit = np.log(np.clip(q, 1e-12, None)) - np.log(np.clip(1 - q, 1e-12, None))
     start = np.linalg.lstsq(design, logit, rcond=None)[0]  # the least-squares logit map
-    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False).interval
+    full = certify([BinaryProblem(ChebyshevLP(design), target, [start])], 1e-3, 1e-6, smooth=False)[0].interval
     ref_lo, ref_hi = reference_distance(X, q)
     for factor in (0.5, 0.999, 1.002, 1.05, 1.2, 2.0):
         threshold = factor * ref_lo
-        stopped = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False,
-                          dominated_below=threshold).interval
+        stopped = certify([BinaryProblem(ChebyshevLP(design), target, [start], threshold)], 1e-3, 1e-6,
+                          smooth=False)[0].interval
         assert (stopped.upper > threshold) == (full.upper > threshold), (threshold, stopped, full)
         assert stopped.upper >= ref_lo * (1 - 1e-7)  # still an upper bound of the optimum
         if stopped.stop == "dominated":
@@ -155,7 +155,7 @@ def test_deciding_at_the_threshold_agrees_with_the_full_solve(name) -> None:
     """The search's LPs (levels held at the acceptance threshold until it is settled)
     decide every threshold outside the full solve's interval as that interval does, and every
     interval they return, stopped or closed, is a valid bound of the independent optimum."""
-    from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
+    from affine_homotopy.core.extrinsic.binary import BinaryProblem, BinaryTarget, ChebyshevLP, certify
 
     X, Y, target_probe = case(name)
     design = affine_family(X)
@@ -163,12 +163,12 @@ def test_deciding_at_the_threshold_agrees_with_the_full_solve(name) -> None:
     target = BinaryTarget(q, 1 - q)
     logit = np.log(np.clip(q, 1e-12, None)) - np.log(np.clip(1 - q, 1e-12, None))
     start = np.linalg.lstsq(design, logit, rcond=None)[0]
-    full = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False).interval
+    full = certify([BinaryProblem(ChebyshevLP(design), target, [start])], 1e-3, 1e-6, smooth=False)[0].interval
     ref_lo, ref_hi = reference_distance(X, q)
     for factor in (0.5, 0.9, 0.999, 1.002, 1.1, 2.0):
         threshold = factor * ref_lo
-        decided = certify(ChebyshevLP(design), target, [start], 1e-3, 1e-6, smooth=False,
-                          dominated_below=threshold, decide=True).interval
+        decided = certify([BinaryProblem(ChebyshevLP(design), target, [start], threshold)], 1e-3, 1e-6,
+                          smooth=False, decide=True)[0].interval
         assert decided.upper >= ref_lo * (1 - 1e-7) - 1e-12, (threshold, decided)
         if decided.stop == "dominated":
             assert decided.upper <= threshold
@@ -422,7 +422,7 @@ def test_a_failed_lp_is_a_numerical_error_naming_the_pair_and_classifier(monkeyp
 def test_an_unfinished_kernel_falls_back_to_highs_and_counts_it(monkeypatch) -> None:
     """An LP the kernel cannot finish is solved by HiGHS's dual simplex, once per LP: the interval still
     contains the independent optimum."""
-    from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
+    from affine_homotopy.core.extrinsic.binary import BinaryProblem, BinaryTarget, ChebyshevLP, certify
 
     _unfinished_kernel(monkeypatch)
     X, Y, target_probe = case("random")
@@ -430,7 +430,7 @@ def test_an_unfinished_kernel_falls_back_to_highs_and_counts_it(monkeypatch) -> 
     q = class_one(Y, target_probe)
     lp = ChebyshevLP(design)
     start = np.linalg.lstsq(design, np.log(q) - np.log(1 - q), rcond=None)[0]
-    found = certify(lp, BinaryTarget(q, 1 - q), [start], 1e-3, 1e-6, smooth=False)
+    found = certify([BinaryProblem(lp, BinaryTarget(q, 1 - q), [start])], 1e-3, 1e-6, smooth=False)[0]
     result = found.interval
     ref_lo, ref_hi = reference_distance(X, q)
     assert lp.fallbacks == lp.lps > 0

@@ -13,7 +13,7 @@ from scipy.optimize import linprog
 from scipy.special import expit
 
 from affine_homotopy.core import lp
-from affine_homotopy.core.extrinsic.binary import BinaryTarget, ChebyshevLP, certify
+from affine_homotopy.core.extrinsic.binary import BinaryProblem, BinaryTarget, ChebyshevLP, certify
 
 
 def instance(seed: int, n: int = 60, columns: int = 6, t: float = 0.15) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -157,7 +157,7 @@ def test_certify_contains_a_known_optimum() -> None:
     t_star = float(np.abs(q[:points] - q[points:]).max() / 2)
     target = BinaryTarget(q, 1 - q)
     lp_ = ChebyshevLP(design)
-    found = certify(lp_, target, [np.zeros(columns)], 1e-6, 1e-12)
+    found = certify([BinaryProblem(lp_, target, [np.zeros(columns)])], 1e-6, 1e-12)[0]
     result = found.interval
     assert result.lower <= math.sqrt(2) * t_star * (1 + 1e-12) <= result.upper * (1 + 1e-12)
     assert result.upper - result.lower <= 1e-6 * result.upper

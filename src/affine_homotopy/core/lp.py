@@ -46,6 +46,21 @@ class ChebyshevSolution:
     status: list[str]
     residual: torch.Tensor  # (B,) max |M^T y| / ||y||_1, 0 where y = 0
 
+    def member(self, b: int) -> ChebyshevSolution:
+        """Member ``b`` alone, as a batch of one."""
+        one = slice(b, b + 1)
+        return ChebyshevSolution(self.x[one], self.s[one], self.y_hi[one], self.y_lo[one], self.iterations[one],
+                                 [self.status[b]], self.residual[one])
+
+    @staticmethod
+    def stack(parts: list[ChebyshevSolution]) -> ChebyshevSolution:
+        """One batch of the members of ``parts``, in order (solved on one design)."""
+        def cat(name: str) -> torch.Tensor:
+            return torch.cat([getattr(part, name) for part in parts])
+
+        return ChebyshevSolution(cat("x"), cat("s"), cat("y_hi"), cat("y_lo"), cat("iterations"),
+                                 [status for part in parts for status in part.status], cat("residual"))
+
 
 @dataclass
 class _State:

@@ -16,12 +16,18 @@ dual of steepest ``g'(t)``, and the larger root counts. Any duals of the right s
 give a valid ``g``: every dual a root is taken from has ``cert_residual = max |A_W^T y| / ||y||_1`` at
 most ``CERT_RESIDUAL_LIMIT``; an LP the kernel cannot certify is solved again by HiGHS's dual simplex
 (counted as a fallback).
+
+The classifiers of one source are certified together (:func:`certify`): their Newton iterations run in
+lock step, each round's LPs (each its own level, start and working set, a row mask on the source's
+:class:`Design`) in batched kernel calls on the source's device, and the round's purifications
+likewise; :func:`members_per_call` says how many members share a call on the CPU and on CUDA.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,21 +132,47 @@ def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np
 
 
 
+@dataclass(frozen=True)
+class Design:
+    """``A = [Z, 1]`` of one source, shared by all its classifiers' LPs: ``matrix``, the kernel's float64
+    tensor on the source's device (the interior point's products run there), and ``array``, the same
+    on the CPU for scoring maps on all rows (a matrix-vector product a map, cheaper than a transfer)."""
+
+    matrix: torch.Tensor
+    array: np.ndarray
+
+    @classmethod
+    def of(cls, design: np.ndarray | torch.Tensor) -> Design:
+        matrix = torch.as_tensor(design, dtype=torch.float64)
+        return cls(matrix, matrix.cpu().numpy())  # on the CPU a view of the same memory
+
+
+def members_per_call(device: torch.device) -> int:
+    """How many classifiers' LPs go into one kernel call (and one purification call). A batch's products
+    run over the union of its members' working sets: on CUDA all of them make one wide product, on the
+    CPU a batch costs more than its members solved one at a time (benchmarks/extrinsic.py)."""
+    return sys.maxsize if device.type == "cuda" else 1
+
+
+def _calls(count: int, device: torch.device) -> list[range]:
+    """The members of each kernel call (:func:`members_per_call`)."""
+    size = members_per_call(device)
+    return [range(first, min(first + size, count)) for first in range(0, count, size)]
+
+
 class ChebyshevLP:
-    """The Chebyshev LPs of one classifier on a growing working set of half-spaces, each solved by the
-    dense interior-point kernel (:func:`affine_homotopy.core.lp.solve_chebyshev`) on ``A = [Z, 1]``.
+    """One classifier's Chebyshev LPs on a growing working set of half-spaces of its source's
+    :class:`Design`, solved by the dense interior-point kernel in batches with the source's other
+    classifiers (:func:`solve_batch`, :func:`purify_batch`).
 
     ``member[n, 0/1]``: row ``n``'s hi/lo half-space is in the set (a mask: the kernel's design is
-    always all of ``A``). Every returned dual passes the certificate residual check
-    (``CERT_RESIDUAL_LIMIT``): the kernel's own, else its purification's, else HiGHS's dual simplex
-    from scratch on the same set (``fallbacks`` counts these).
+    always all of ``A``). ``fallbacks`` counts the LPs solved by HiGHS (:meth:`highs`).
     """
 
-    def __init__(self, design: np.ndarray | torch.Tensor, label: str = "") -> None:
-        self.matrix = torch.as_tensor(design, dtype=torch.float64)  # the kernel's copy, on the caller's device
-        self.design = self.matrix.cpu().numpy()  # scoring maps on all rows
+    def __init__(self, design: Design | np.ndarray | torch.Tensor, label: str = "") -> None:
+        self.design = design if isinstance(design, Design) else Design.of(design)
         self.label = label
-        self.member = np.zeros((self.design.shape[0], 2), dtype=bool)
+        self.member = np.zeros((self.design.array.shape[0], 2), dtype=bool)
         self.lps = 0
         self.iterations = 0  # interior-point iterations over every LP
         self.fallbacks = 0
@@ -158,54 +190,70 @@ class ChebyshevLP:
         self.member[rows, sides] = True
         return fresh
 
-    def _bounds(self, target: BinaryTarget, t: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """``hi``, ``lo`` at level ``t`` on the set (absent sides infinite), as (1, N) tensors."""
-        hi = np.where(self.member[:, 0], target.hi(t), np.inf)
-        lo = np.where(self.member[:, 1], target.lo(t), -np.inf)
-        device = self.matrix.device
-        return (torch.as_tensor(hi, device=device)[None], torch.as_tensor(lo, device=device)[None])
+    def bounds(self, target: BinaryTarget, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """``hi``, ``lo`` at level ``t`` on the set (absent sides infinite)."""
+        return (np.where(self.member[:, 0], target.hi(t), np.inf), np.where(self.member[:, 1], target.lo(t), -np.inf))
 
-    def solve(self, target: BinaryTarget, t: float, start: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-        """``(w, s, y)`` at level ``t``, ``y`` the duals of every half-space (``[hi sides, lo sides]``,
-        zero off the set) with a certificate residual at most ``CERT_RESIDUAL_LIMIT``."""
-        hi, lo = self._bounds(target, t)
-        rows = torch.as_tensor(self.member.any(axis=1), device=self.matrix.device)[None]
-        solution = lp_kernel.solve_chebyshev(self.matrix, hi, lo, rows, floor=S_FLOOR,
-                                             start=torch.as_tensor(start, device=self.matrix.device)[None])
-        self.lps += 1
-        self.iterations += int(solution.iterations[0])
-        self.last = (target, t, solution)
-        w, s = solution.x[0].cpu().numpy(), float(solution.s[0])
-        if solution.status[0] == "optimal" and at_floor(s):
-            return w, s, np.zeros(2 * self.design.shape[0])  # s unbounded on the set: no certificate
-        if solution.status[0] == "optimal" and float(solution.residual[0]) <= CERT_RESIDUAL_LIMIT:
-            return w, s, _stacked(solution)
-        purified = self.purify() if solution.status[0] == "optimal" else None
-        if purified is not None:
-            return w, s, purified
+    def highs(self, target: BinaryTarget, t: float) -> tuple[np.ndarray, float, np.ndarray]:
+        """``(w, s, y)`` at level ``t`` by HiGHS's dual simplex, for an LP the kernel could not certify (counted)."""
         self.fallbacks += 1
-        return _highs_solve(self.design, hi[0].cpu().numpy(), lo[0].cpu().numpy(), self.label)
-
-    def purify(self) -> np.ndarray | None:
-        """The last LP's steepest optimal dual (:func:`affine_homotopy.core.lp.steepest_optimal_dual`) for
-        the levels' parametrisation ``hi(t)``, ``lo(t)``: the dual whose root is the Newton step from the
-        last level; None when the purification does not pass the residual check."""
-        target, t, solution = self.last
-        hi, lo = self._bounds(target, t)
-        hi_rate, lo_rate = target.rates(t)
-        device = self.matrix.device
-        hi_rate = torch.as_tensor(np.where(np.isfinite(hi_rate), hi_rate, 0.0), device=device)[None]
-        lo_rate = torch.as_tensor(np.where(np.isfinite(lo_rate), lo_rate, 0.0), device=device)[None]
-        steepest = lp_kernel.steepest_optimal_dual(self.matrix, solution, hi, lo, hi_rate, lo_rate)
-        self.iterations += int(steepest.iterations[0])
-        if steepest.status[0] != "optimal" or float(steepest.residual[0]) > CERT_RESIDUAL_LIMIT:
-            return None
-        return _stacked(steepest)
+        return _highs_solve(self.design.array, *self.bounds(target, t), self.label)
 
 
-def _stacked(solution: lp_kernel.ChebyshevSolution) -> np.ndarray:
-    """The first member's duals as one vector, hi sides then lo sides."""
-    return torch.cat([solution.y_hi[0], solution.y_lo[0]]).cpu().numpy()
+def solve_batch(lps: list[ChebyshevLP], targets: list[BinaryTarget], levels: list[float],
+                starts: list[np.ndarray]) -> list[lp_kernel.ChebyshevSolution]:
+    """Each LP (all on one design) at its level from its start map, :func:`members_per_call` to a kernel
+    call; each solution, a batch of one, is also its LP's ``last``."""
+    matrix = lps[0].design.matrix
+    solutions = []
+    for call in _calls(len(lps), matrix.device):
+        bounds = [lps[k].bounds(targets[k], levels[k]) for k in call]
+        solution = lp_kernel.solve_chebyshev(
+            matrix, _on(matrix, [hi for hi, _ in bounds]), _on(matrix, [lo for _, lo in bounds]),
+            _on(matrix, [lps[k].member.any(axis=1) for k in call]), floor=S_FLOOR,
+            start=_on(matrix, [starts[k] for k in call]))
+        for b, k in enumerate(call):
+            part = solution.member(b)
+            lps[k].lps += 1
+            lps[k].iterations += int(part.iterations[0])
+            lps[k].last = (targets[k], levels[k], part)
+            solutions.append(part)
+    return solutions
+
+
+def purify_batch(lps: list[ChebyshevLP]) -> list[np.ndarray | None]:
+    """Each LP's last solution's steepest optimal dual (:func:`affine_homotopy.core.lp.steepest_optimal_dual`)
+    for the levels' parametrisation ``hi(t)``, ``lo(t)``: the dual whose root is the Newton step from
+    the last level, as :func:`_stacked` duals; None where it does not pass the residual check."""
+    duals: list[np.ndarray | None] = []
+    if not lps:
+        return duals
+    matrix = lps[0].design.matrix
+    for call in _calls(len(lps), matrix.device):
+        lasts = [lps[k].last for k in call]
+        bounds = [lps[k].bounds(target, t) for k, (target, t, _) in zip(call, lasts)]
+        rates = [target.rates(t) for target, t, _ in lasts]
+        steepest = lp_kernel.steepest_optimal_dual(
+            matrix, lp_kernel.ChebyshevSolution.stack([solution for _, _, solution in lasts]),
+            _on(matrix, [hi for hi, _ in bounds]), _on(matrix, [lo for _, lo in bounds]),
+            _on(matrix, [np.where(np.isfinite(hi), hi, 0.0) for hi, _ in rates]),
+            _on(matrix, [np.where(np.isfinite(lo), lo, 0.0) for _, lo in rates]))
+        for b, k in enumerate(call):
+            lps[k].iterations += int(steepest.iterations[b])
+            passed = steepest.status[b] == "optimal" and float(steepest.residual[b]) <= CERT_RESIDUAL_LIMIT
+            duals.append(_stacked(steepest, b) if passed else None)
+    return duals
+
+
+def _on(matrix: torch.Tensor, arrays: list[np.ndarray]) -> torch.Tensor:
+    """The members' arrays as one (B, ...) tensor on the design's device (float64, masks bool)."""
+    stacked = np.stack(arrays)
+    return torch.as_tensor(stacked, dtype=None if stacked.dtype == bool else torch.float64, device=matrix.device)
+
+
+def _stacked(solution: lp_kernel.ChebyshevSolution, b: int = 0) -> np.ndarray:
+    """Member ``b``'s duals as one vector, hi sides then lo sides."""
+    return torch.cat([solution.y_hi[b], solution.y_lo[b]]).cpu().numpy()
 
 
 def _highs_solve(design: np.ndarray, hi: np.ndarray, lo: np.ndarray, label: str) -> tuple[np.ndarray, float, np.ndarray]:
@@ -276,72 +324,182 @@ def _certificate(lower: float, upper: float, coef: np.ndarray, lps: int, stop: s
     return Certificate(interval, coef, residual)
 
 
-def certify(lp: ChebyshevLP, target: BinaryTarget, starts: list[np.ndarray], tol: float, atol: float,
-            max_lp: int = 100, smooth: bool = True, dominated_below: float = -math.inf,
-            decide: bool = False) -> Certificate:
-    """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for one classifier (module docstring).
+@dataclass
+class BinaryProblem:
+    """One classifier to certify: its LPs (``lp`` may already hold half-spaces, of another classifier
+    or level of the same source: they stay, as valid constraints), its target, its ``starts``
+    (logit-gap maps in ``A``'s coordinates: the best one seeds the upper bound and the working set;
+    nothing about validity rests on them) and ``dominated_below`` (:func:`certify`)."""
 
-    ``starts``: logit-gap maps in ``A``'s coordinates (the best one seeds the upper bound and the
-    working set; nothing about validity rests on them). ``tol`` relative, ``atol`` absolute (in
-    ``d`` units): the stopping tests. ``lp`` may already hold half-spaces (of another classifier or
-    level of the same source): they stay, as valid constraints. ``dominated_below``: stop once
-    ``upper`` is at most this (stop ``"dominated"``). ``decide`` (with a finite ``dominated_below``:
-    the question is which side of it ``d`` lies on): the LPs are solved at that level until
-    ``lower`` passes it (then as usual, to ``tol``) or ``upper`` falls to it. Any sequence of levels
-    gives valid bounds; this one settles the question in fewer LPs when ``d`` is near the threshold,
-    since the Newton steps from above spend their LPs on levels that cannot decide it.
+    lp: ChebyshevLP
+    target: BinaryTarget
+    starts: list[np.ndarray]
+    dominated_below: float = -math.inf
+
+
+def certify(problems: list[BinaryProblem], tol: float, atol: float, max_lp: int = 100, smooth: bool = True,
+            decide: bool = False) -> list[Certificate]:
+    """Certified ``[lower, upper]`` of ``d = sqrt(2) t*`` for each classifier (module docstring), their
+    Newton iterations in lock step: a round solves one LP of every classifier still open, batched on
+    their shared design (:func:`solve_batch`); a classifier leaves once it stops.
+
+    ``tol`` relative, ``atol`` absolute (in ``d`` units): the stopping tests. ``dominated_below``: stop
+    once ``upper`` is at most this (stop ``"dominated"``). ``decide`` (with a finite ``dominated_below``:
+    the question is which side of it ``d`` lies on): the LPs are solved at that level until ``lower``
+    passes it (then as usual, to ``tol``) or ``upper`` falls to it. Any sequence of levels gives valid
+    bounds; this one settles the question in fewer LPs when ``d`` is near the threshold, since the
+    Newton steps from above spend their LPs on levels that cannot decide it.
     """
-    A = lp.design
-    lps_before = lp.lps
+    if any(problem.lp.design is not problems[0].lp.design for problem in problems):
+        raise ValueError("the classifiers certified together share one design (their LPs are batched on it)")
     tol_t, atol_t = tol, atol / SQRT2
-    upper_t, coef = _best_start(A, target, starts, atol_t, dominated_below, smooth)
-    if upper_t <= atol_t:
-        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "floor")
-    if SQRT2 * upper_t <= dominated_below:
-        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "dominated")
-    errors = target.errors(A @ coef)
-    lower_t, residual = 0.0, 0.0
-    threshold_t = dominated_below / SQRT2 if decide and math.isfinite(dominated_below) else None
-    t = upper_t if threshold_t is None else min(upper_t, threshold_t)
-    _seed_working_set(lp, target, errors)
-    made_two_sided = False
-    stop = "max_lp"
+    heads = [_begin(problem, atol_t, smooth, decide) for problem in problems]
+    live = [head for head in heads if isinstance(head, _Newton)]
     for _ in range(max_lp):
-        w, s, y = lp.solve(target, t, coef)
-        u = A @ w
-        lp_errors = target.errors(u)
-        if lp_errors.max() < upper_t:
-            upper_t, coef, errors = float(lp_errors.max()), w, lp_errors
-        root, t_end, y = _best_root(lp, target, y, s, upper_t * (1 - tol_t))
-        if root > lower_t:
-            lower_t = min(root, upper_t)
-            residual = _residual(A, y)
-        done = _stopped(upper_t, lower_t, tol_t, atol_t, dominated_below)
-        if done:
-            stop = done
+        if not live:
             break
-        if at_floor(s) and not made_two_sided:
+        steps = _round(live, tol_t)
+        live = [head for head, step in zip(live, steps) if head.advance(step, tol_t, atol_t)]
+    return [head.certificate() if isinstance(head, _Newton) else head for head in heads]
+
+
+@dataclass
+class _Step:
+    """One LP of a round: its map's logit gaps ``u``, its ``s``, and the duals ``y`` a bound rests on
+    with their ``root`` and ``t_end`` (:func:`dual_root`)."""
+
+    u: np.ndarray
+    s: float
+    y: np.ndarray
+    root: float
+    t_end: float
+
+
+@dataclass
+class _Newton:
+    """One classifier's Newton iteration on the level ``t`` (:func:`certify`), in ``t`` units."""
+
+    problem: BinaryProblem
+    upper_t: float
+    coef: np.ndarray  # the best map
+    errors: np.ndarray  # its errors on every row
+    threshold_t: float | None  # decide: the level held until the threshold is settled
+    t: float  # the next LP's level
+    lps_before: int
+    lower_t: float = 0.0
+    residual: float = 0.0
+    made_two_sided: bool = False
+    stop: str = "max_lp"
+
+    def step(self, w: np.ndarray, s: float, y: np.ndarray) -> _Step:
+        """The LP's map scored on all rows (the best map where it lowers ``upper``) and its duals' root."""
+        u = self.problem.lp.design.array @ w
+        errors = self.problem.target.errors(u)
+        if errors.max() < self.upper_t:
+            self.upper_t, self.coef, self.errors = float(errors.max()), w, errors
+        return _Step(u, s, y, *_root(self.problem, y))
+
+    def advance(self, step: _Step, tol_t: float, atol_t: float) -> bool:
+        """The bounds after ``step`` and the next level; False once the classifier stops (``stop`` set)."""
+        lp, target = self.problem.lp, self.problem.target
+        if step.root > self.lower_t:
+            self.lower_t = min(step.root, self.upper_t)
+            self.residual = _residual(lp.design.array, step.y)
+        done = _stopped(self.upper_t, self.lower_t, tol_t, atol_t, self.problem.dominated_below)
+        if done:
+            self.stop = done
+            return False
+        if at_floor(step.s) and not self.made_two_sided:
             # the working set does not bound s (no certificate possible): both sides of every row
-            made_two_sided = True
+            self.made_two_sided = True
             if lp.add(np.repeat(lp.rows, 2), np.tile([True, False], lp.rows.size)):
-                continue
-        t_next = max(lower_t, 0.5 * t)
-        if threshold_t is not None and lower_t <= threshold_t:
-            t_next = threshold_t  # still undecided (lower at most the threshold, upper above it): stay there
-        if root >= t_end * (1 - 1e-9):
+                return True  # the same level again
+        t_next = max(self.lower_t, 0.5 * self.t)
+        if self.threshold_t is not None and self.lower_t <= self.threshold_t:
+            t_next = self.threshold_t  # still undecided (lower at most the threshold, upper above it): stay there
+        if step.root >= step.t_end * (1 - 1e-9):
             # the root sits where a used half-space disappears, which says nothing of higher levels.
             # Just above that level the next root can stop at the next row's q_n, one row an LP where
             # many rows' probabilities lie between the bounds; the middle of the interval instead
             # either raises the lower bound past it (infeasible there: the dual's g is positive) or
             # is feasible on the working set
-            t_next = min(upper_t, max(t_next, t_end * (1 + 1e-7), 0.5 * (lower_t + upper_t)))
-        if not _add_violated(lp, target, u, s, t, errors) and t_next == t:
-            stop = "stalled"  # a complete working set and no progress: the LP's accuracy limit
-            break
-        t = t_next
-    # a later map can lower upper below an earlier root by rounding (both are t* to the last bits)
-    lower_t = min(lower_t, upper_t)
-    return _certificate(SQRT2 * lower_t, SQRT2 * upper_t, coef, lp.lps - lps_before, stop, residual)
+            t_next = min(self.upper_t, max(t_next, step.t_end * (1 + 1e-7), 0.5 * (self.lower_t + self.upper_t)))
+        if not _add_violated(lp, target, step.u, step.s, self.t, self.errors) and t_next == self.t:
+            self.stop = "stalled"  # a complete working set and no progress: the LP's accuracy limit
+            return False
+        self.t = t_next
+        return True
+
+    def certificate(self) -> Certificate:
+        # a later map can lower upper below an earlier root by rounding (both are t* to the last bits)
+        lower_t = min(self.lower_t, self.upper_t)
+        return _certificate(SQRT2 * lower_t, SQRT2 * self.upper_t, self.coef, self.problem.lp.lps - self.lps_before,
+                            self.stop, self.residual)
+
+
+def _begin(problem: BinaryProblem, atol_t: float, smooth: bool, decide: bool) -> Certificate | _Newton:
+    """The classifier's certificate where its best start is exact or dominated, else its Newton
+    iteration at the first level, with the working set seeded."""
+    lp, target, below = problem.lp, problem.target, problem.dominated_below
+    A = lp.design.array
+    upper_t, coef = _best_start(A, target, problem.starts, atol_t, below, smooth)
+    if upper_t <= atol_t:
+        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "floor")
+    if SQRT2 * upper_t <= below:
+        return _certificate(0.0, SQRT2 * upper_t, coef, 0, "dominated")
+    errors = target.errors(A @ coef)
+    threshold_t = below / SQRT2 if decide and math.isfinite(below) else None
+    _seed_working_set(lp, target, errors)
+    t = upper_t if threshold_t is None else min(upper_t, threshold_t)
+    return _Newton(problem, upper_t, coef, errors, threshold_t, t, lp.lps)
+
+
+def _round(heads: list[_Newton], tol_t: float) -> list[_Step]:
+    """One LP of every head at its level (:func:`solve_batch`) and the duals its bound rests on: the
+    kernel's where they pass the residual check, else their purification's, else HiGHS's (also where
+    the kernel did not finish). Below ``t*`` (``s > 0``) a root short of ``upper (1 - tol)`` gives way to
+    the purification's where that is larger: an interior point's dual is the centre of the optimal
+    face, whose Newton step is shorter than the steepest vertex's. The round's purifications are one
+    batch (:func:`purify_batch`)."""
+    lps = [head.problem.lp for head in heads]
+    solutions = solve_batch(lps, [head.problem.target for head in heads], [head.t for head in heads],
+                            [head.coef for head in heads])
+    steps: list[_Step | None] = []
+    for head, solution in zip(heads, solutions):
+        found = _kernel_duals(head, solution)
+        steps.append(None if found is None else head.step(*found))
+    purify = [k for k, step in enumerate(steps)
+              if step is None or (step.s > 0 and step.root < heads[k].upper_t * (1 - tol_t))]
+    for k, dual in zip(purify, purify_batch([lps[k] for k in purify])):
+        head, step = heads[k], steps[k]
+        if step is None:  # the certificate itself rests on the purification, or on HiGHS
+            w, s = solutions[k].x[0].cpu().numpy(), float(solutions[k].s[0])
+            steps[k] = head.step(w, s, dual) if dual is not None else head.step(*lps[k].highs(head.problem.target, head.t))
+        elif dual is not None:
+            root, t_end = _root(head.problem, dual)
+            if root > step.root:
+                step.root, step.t_end, step.y = root, t_end, dual
+    return steps
+
+
+def _kernel_duals(head: _Newton, solution: lp_kernel.ChebyshevSolution) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """``(w, s, y)`` of the head's LP: the kernel's where its duals pass the residual check (zero where
+    ``s`` sits at the floor: no certificate), HiGHS's where the kernel did not finish; None where its
+    duals fail the check (the purification's turn)."""
+    if solution.status[0] != "optimal":
+        return head.problem.lp.highs(head.problem.target, head.t)
+    w, s = solution.x[0].cpu().numpy(), float(solution.s[0])
+    if at_floor(s):
+        return w, s, np.zeros(2 * head.problem.lp.member.shape[0])
+    if float(solution.residual[0]) <= CERT_RESIDUAL_LIMIT:
+        return w, s, _stacked(solution)
+    return None
+
+
+def _root(problem: BinaryProblem, y: np.ndarray) -> tuple[float, float]:
+    """:func:`dual_root` of duals ``[hi sides, lo sides]`` of every row."""
+    n = problem.lp.member.shape[0]
+    return dual_root(y, np.repeat([True, False], n), problem.target, np.tile(np.arange(n), 2))
 
 
 def _best_start(A: np.ndarray, target: BinaryTarget, starts: list[np.ndarray], atol_t: float,
@@ -358,23 +516,6 @@ def _best_start(A: np.ndarray, target: BinaryTarget, starts: list[np.ndarray], a
         if smoothed_upper < upper_t:
             upper_t, coef = smoothed_upper, smoothed
     return upper_t, coef
-
-
-def _best_root(lp: ChebyshevLP, target: BinaryTarget, y: np.ndarray, s: float, wanted: float
-               ) -> tuple[float, float, np.ndarray]:
-    """``(root, t_end, y)`` of the LP's dual and, below ``t*`` (``s > 0``) when its root stays under
-    ``wanted``, of its purification (an interior point's dual is the centre of the optimal face, whose
-    Newton step is shorter than the steepest vertex's): the larger root."""
-    n = lp.design.shape[0]
-    half_spaces, hi_side = np.tile(np.arange(n), 2), np.repeat([True, False], n)
-    root, t_end = dual_root(y, hi_side, target, half_spaces)
-    if s > 0 and root < wanted and lp.last is not None:
-        purified = lp.purify()
-        if purified is not None:
-            root_purified, t_end_purified = dual_root(purified, hi_side, target, half_spaces)
-            if root_purified > root:
-                return root_purified, t_end_purified, purified
-    return root, t_end, y
 
 
 def _residual(A: np.ndarray, y: np.ndarray) -> float:
@@ -399,7 +540,7 @@ def _stopped(upper_t: float, lower_t: float, tol_t: float, atol_t: float, domina
 def _seed_working_set(lp: ChebyshevLP, target: BinaryTarget, errors: np.ndarray) -> None:
     """Both sides of the start map's ``WORKING_SET_ROWS_PER_COLUMN columns`` worst rows (one-sided sets of
     near-duplicate rows can leave s unbounded)."""
-    columns = lp.design.shape[1]
+    columns = lp.design.array.shape[1]
     rows = np.argsort(-errors, kind="stable")[: WORKING_SET_ROWS_PER_COLUMN * columns]
     lp.add(np.repeat(rows, 2), np.tile([True, False], rows.size))
 
@@ -419,6 +560,6 @@ def _add_violated(lp: ChebyshevLP, target: BinaryTarget, u: np.ndarray, s: float
         return False
     rows = np.concatenate([violated_hi, violated_lo])
     hi_side = np.concatenate([np.ones(violated_hi.size, bool), np.zeros(violated_lo.size, bool)])
-    pick = np.argsort(-errors[rows], kind="stable")[: lp.design.shape[1]]
+    pick = np.argsort(-errors[rows], kind="stable")[: lp.design.array.shape[1]]
     lp.add(rows[pick], hi_side[pick])
     return True

@@ -1,6 +1,8 @@
 """Fixed-classifier distances of one source for a batch of heads (one classifier on one target each):
-on two classes the local starts seed :func:`.binary.certify` (its LPs solved by the dense interior-point
-kernel, :mod:`affine_homotopy.core.lp`), else :func:`.local.fit_heads` gives upper bounds (``lower`` NaN)."""
+on two classes the local starts seed :func:`.binary.certify`, which certifies the heads of one call
+together, their LPs batched on the source's ``[Z, 1]`` by the dense interior-point kernel
+(:mod:`affine_homotopy.core.lp`) on Z's device; else :func:`.local.fit_heads` gives upper bounds
+(``lower`` NaN)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from .binary import BinaryTarget, Certificate, ChebyshevLP, certify
+from .binary import BinaryProblem, BinaryTarget, Certificate, ChebyshevLP, Design, certify
 from .local import HeadResult, Heads, fit_heads
 from .settings import ExtrinsicSettings
 
@@ -41,10 +43,10 @@ class FixedClassifierSolver:
         return n_classes == 2
 
     @cached_property
-    def design(self) -> np.ndarray:
-        """``[Z, 1]`` in float64 on the CPU: the LP's constraint rows."""
-        Z = self.Z.detach().to(dtype=torch.float64, device="cpu").numpy()
-        return np.hstack([Z, np.ones((Z.shape[0], 1))])
+    def design(self) -> Design:
+        """``[Z, 1]`` in float64 on Z's device (the LPs are solved there) and on the CPU: the LP's rows."""
+        Z = self.Z.detach().to(dtype=torch.float64)
+        return Design.of(torch.cat([Z, Z.new_ones((Z.shape[0], 1))], dim=1))
 
     def upper_bounds(self, heads: Heads, settings: ExtrinsicSettings | None = None,
                      soft_label: bool = True) -> HeadResult:
@@ -67,26 +69,31 @@ class FixedClassifierSolver:
         head): a head whose upper bound falls to it cannot matter and stops there (its ``lower`` NaN)."""
         below = np.broadcast_to(np.asarray(below, dtype=float), (result.upper.shape[0],))
         P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
-        # one BLAS thread: the LP loop's products are (N, r) x (r,) matrix-vector products, which
+        chosen = [h for h in map(int, select) if math.isfinite(float(result.upper[h]))]  # a non-finite head stays NaN
+        problems = [self._problem(P, result, h, names, float(below[h])) for h in chosen]
+        settings = self.settings
+        # one BLAS thread: the LP loop's scoring products are (N, r) x (r,) matrix-vector products, which
         # threads only slow down (and their summation order would then depend on the thread count)
         with threadpool_limits(limits=1, user_api="blas"):
-            certificates = {h: self._certificate(P, result, h, names, float(below[h])) for h in map(int, select)
-                            if math.isfinite(float(result.upper[h]))}  # a non-finite head stays NaN
-        return _with_certificates(result, certificates)
+            found = certify(problems, settings.tol, settings.atol, settings.max_lp, decide=names.search)
+        for problem, certificate in zip(problems, found):
+            self._count(problem.lp, certificate)
+        return _with_certificates(result, dict(zip(chosen, found)))
 
-    def _certificate(self, P: np.ndarray, result: HeadResult, h: int, names: HeadNames, below: float) -> Certificate:
-        settings = self.settings
+    def _problem(self, P: np.ndarray, result: HeadResult, h: int, names: HeadNames, below: float) -> BinaryProblem:
+        """Head ``h``'s LPs, target and start (its map's logit gap)."""
         A, c = result.A[:, h], result.c[h]
         start = torch.cat([A[:, 0] - A[:, 1], (c[0] - c[1])[None]]).detach().to(torch.float64).cpu().numpy()
         lp = ChebyshevLP(self.design, f"{self.source_name} -> {names.targets[h]}, classifier {names.labels[h]}")
-        found = certify(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], settings.tol, settings.atol,
-                        settings.max_lp, dominated_below=below, decide=names.search)
+        return BinaryProblem(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], below)
+
+    def _count(self, lp: ChebyshevLP, found: Certificate) -> None:
+        """A certificate's LPs, HiGHS fallbacks and gap in the source's totals."""
         interval = found.interval
         self.lp_count += interval.iterations
         self.highs_fallbacks += lp.fallbacks
         if interval.stop != "dominated":
-            self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > settings.atol else 0.0)
-        return found
+            self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > self.settings.atol else 0.0)
 
     def close_worst(self, heads: Heads, result: HeadResult, members: np.ndarray, names: HeadNames,
                     upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, certify_largest: bool = False,
