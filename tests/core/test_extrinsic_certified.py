@@ -180,6 +180,57 @@ def test_deciding_at_the_threshold_agrees_with_the_full_solve(name) -> None:
             assert (decided.upper > threshold) == (full.upper > threshold), (threshold, decided, full)
 
 
+def _batch_run(monkeypatch, design, targets, starts, thresholds, members: int, decide: bool):
+    """Every target's certificate in one :func:`certify` call, ``members`` LPs to a kernel call; the
+    certificates and the batch sizes of the kernel's calls."""
+    from affine_homotopy.core import lp as lp_kernel
+    from affine_homotopy.core.extrinsic import binary
+
+    sizes, solve = [], lp_kernel.solve_chebyshev
+    monkeypatch.setattr(binary, "members_per_call", lambda device: members)
+    monkeypatch.setattr(lp_kernel, "solve_chebyshev", lambda *a, **k: sizes.append(a[1].shape[0]) or solve(*a, **k))
+    problems = [binary.BinaryProblem(binary.ChebyshevLP(design), binary.BinaryTarget(q, 1 - q), [w], below)
+                for q, w, below in zip(targets, starts, thresholds)]
+    found = binary.certify(problems, 1e-3, 1e-6, smooth=False, decide=decide)
+    monkeypatch.undo()
+    return found, sizes
+
+
+@pytest.mark.parametrize("decide", [False, True])
+def test_batched_classifiers_certify_as_one_at_a_time(monkeypatch, decide) -> None:
+    """The classifiers of one source certified in lock step, each round's LPs one kernel call on the
+    shared design, against the same classifiers one LP a call: an exact target stays exact, a head
+    whose upper bound falls below its threshold is dominated in both, a head whose threshold lies
+    below its value closes to tol, and every interval overlaps its one-at-a-time interval within tol
+    (task probes, and a random target nothing affine fits)."""
+    from affine_homotopy.core.extrinsic.binary import Design
+
+    X, Y, _ = case("random")
+    design = Design.of(affine_family(X))
+    rng = np.random.default_rng(4)
+    exact = expit(design.array @ rng.standard_normal(design.array.shape[1]))
+    hard = rng.uniform(0.02, 0.98, len(X))
+    targets = [exact, hard] + [class_one(Y, probe(rng, Y.shape[1], 2.0)) for _ in range(3)]
+    starts = [np.linalg.lstsq(design.array, np.log(q) - np.log(1 - q), rcond=None)[0] for q in targets]
+    free = [-math.inf] * len(targets)
+    full, _ = _batch_run(monkeypatch, design, targets, starts, free, 1, False)
+    # head 2 cannot matter above 1.2 times its value, head 3's threshold lies below its value
+    thresholds = free[:2] + [1.2 * full[2].interval.upper, 0.8 * full[3].interval.lower, -math.inf]
+    single, single_sizes = _batch_run(monkeypatch, design, targets, starts, thresholds, 1, decide)
+    batched, batched_sizes = _batch_run(monkeypatch, design, targets, starts, thresholds, len(targets), decide)
+    assert max(single_sizes) == 1 and max(batched_sizes) > 1
+    for h, (one, many) in enumerate(zip(single, batched)):
+        a, b = one.interval, many.interval
+        assert a.stop == b.stop, (h, a, b)
+        assert b.lower <= a.upper * (1 + 1e-3) + 1e-6 and a.lower <= b.upper * (1 + 1e-3) + 1e-6, (h, a, b)
+        assert many.cert_residual <= 1e-10
+    assert batched[0].interval.stop == "floor" and batched[0].interval.upper <= 1e-6
+    assert batched[2].interval.stop == "dominated" and batched[2].interval.upper <= thresholds[2]
+    for h in (1, 3, 4):
+        b = batched[h].interval
+        assert b.stop == "tol" and b.upper - b.lower <= 1e-3 * b.upper, (h, b)
+
+
 def test_brute_force_grid_on_a_one_dimensional_source() -> None:
     """For x in R^1 every map is u = a x + b: a fine grid's best value is at least the optimum."""
     X, Y, target_probe = case("one_dimensional")
@@ -285,6 +336,25 @@ def test_the_default_search_is_certified_and_at_least_d_worst(small_study) -> No
         assert values.d_worst_search[i, j] >= ref_lo * (1 - 1e-7) - 1e-9
         assert values.d_worst_search[i, j] - lower.d_worst_search[i, j] <= settings.tol * values.d_worst_search[i, j]
     assert improved  # on this study the default budget finds larger worst cases than d_worst's classifiers
+
+
+@pytest.mark.optional(reason="cuda")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_engine_on_cuda_certifies_as_on_the_cpu(small_study) -> None:
+    """The LPs on the source's device (every head of a call in one kernel call there): d_psi and d_worst
+    intervals overlap the CPU's within tol, the searched value within the search's 1 %."""
+    reps, probes, randoms = small_study
+    settings = ExtrinsicSettings(search_steps=1, search_candidates=2)
+    cpu = extrinsic_distances(reps, probes, None, None, randoms, settings)
+    cuda = extrinsic_distances(reps, probes, None, None, randoms, replace(settings, device="cuda"))
+    assert cuda.certified
+    off = ~np.eye(3, dtype=bool)
+    for measure in ("d_psi", "d_worst"):
+        (a, a_lower), (b, b_lower) = ((getattr(r.values, measure)[off], getattr(r.lower, measure)[off])
+                                      for r in (cpu, cuda))
+        assert np.all(b_lower <= a * (1 + settings.tol) + settings.atol), measure
+        assert np.all(a_lower <= b * (1 + settings.tol) + settings.atol), measure
+    assert _relative(cpu.values.d_worst_search, cuda.values.d_worst_search, settings.atol).max(initial=0) <= 1e-2
 
 
 def _relative(a: np.ndarray, b: np.ndarray, floor: float) -> np.ndarray:

@@ -150,7 +150,8 @@ class Design:
 def members_per_call(device: torch.device) -> int:
     """How many classifiers' LPs go into one kernel call (and one purification call). A batch's products
     run over the union of its members' working sets: on CUDA all of them make one wide product, on the
-    CPU a batch costs more than its members solved one at a time (benchmarks/extrinsic.py)."""
+    CPU, measured on the extrinsic stage of sources with several targets, a batch costs more than its
+    members solved one at a time."""
     return sys.maxsize if device.type == "cuda" else 1
 
 
