@@ -14,6 +14,7 @@ SUITES = {
     "intrinsic": "the all-pairs intrinsic engine against a naive per-pair loop, and d_aff against the paper's SGD",
     "extrinsic": "CPU seconds per pair of d_psi, d_worst and d_worst_search; or per job of a finished run",
     "embedding": "examples per second of a config's model encoders, and its embed stage at that rate",
+    "multiclass": "the multi-class certificate's gap (by cause) and CPU beside the local search, on a real 3-class task",
     "device": "GPU against CPU per stage (d_aff, the extrinsic measures, embedding); the CPU side alone without CUDA",
     "startup": "each workflow script's start-up (interpreter and imports) against a bare interpreter",
     "compare": "whether two finished runs' results are bit-identical, file by file",

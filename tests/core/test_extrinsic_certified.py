@@ -116,7 +116,7 @@ def test_interval_contains_the_independent_optimum(name) -> None:
                                         settings=settings, pairs=[(0, 1)])
     lower, upper = result.lower.d_psi[0, 1], result.values.d_psi[0, 1]
     ref_lo, ref_hi = reference_distance(X, class_one(Y, target_probe))
-    assert result.certified
+    assert result.interval(0, 1).certified
     assert lower <= ref_hi * (1 + 1e-7) + 1e-9, (lower, ref_lo, ref_hi)
     assert upper >= ref_lo * (1 - 1e-7) - 1e-9, (upper, ref_lo, ref_hi)
     assert upper - lower <= settings.tol * upper + 1e-12
@@ -421,13 +421,17 @@ def three_classes():
     return reps, probes
 
 
-def test_multi_class_values_have_no_certificate_and_the_log_says_so_once(three_classes, caplog) -> None:
+def test_multi_class_values_carry_certified_intervals_and_the_log_names_wide_ones(three_classes, caplog) -> None:
     reps, probes = three_classes
     with caplog.at_level(logging.INFO, logger="affine_homotopy.core.extrinsic"):
         result = extrinsic_distances(reps, probes)
-    assert not result.certified and result.n_classes == 3
-    assert np.isnan(result.lower.d_psi[0, 1]) and np.isfinite(result.values.d_psi[0, 1])
-    assert sum("3 classes" in r.getMessage() for r in caplog.records) == 1
+    assert result.n_classes == 3
+    warnings = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    for i, j in ((0, 1), (1, 0)):
+        interval = result.interval(i, j)
+        assert interval.certified and 0 <= interval.lower <= interval.upper == result.values.d_psi[i, j]
+        wide = interval.relative_gap > ExtrinsicSettings().tol
+        assert wide == (f"{result.names[i]} -> {result.names[j]}: d_psi" in warnings)
 
 
 def test_a_stalled_refinement_is_restarted_and_counted(three_classes, monkeypatch, caplog) -> None:
@@ -617,3 +621,18 @@ def test_settings_refuse_a_search_without_d_worst() -> None:
         ExtrinsicSettings(measures=("d_psi", "d_worst_search"))
     with pytest.raises(ConfigError, match="unknown measure"):
         ExtrinsicSettings(measures=("d_psi", "d_lin"))
+
+
+def test_the_log_and_the_summary_name_every_interval_wider_than_tol_widest_first() -> None:
+    import pandas as pd
+
+    from affine_homotopy.core.extrinsic.engine import wider_than_tol
+    from affine_homotopy.jobs.extrinsic_tables import _gap_stats
+
+    frame = pd.DataFrame({"mapped_from": ["a", "b", "c"], "mapped_to": ["b", "c", "a"],
+                          "d_psi_gap": [0.05, 1e-4, 0.2]})
+    stats = _gap_stats(frame, "d_psi_gap", 1e-3)
+    assert stats["d_psi_gap_above_tol"] == 2
+    assert stats["d_psi_gap_above_tol_pairs"] == "c -> a 20.00%; a -> b 5.00%"
+    assert wider_than_tol(frame.to_dict("records"), 1e-3) == ["c -> a: d_psi 20.00%", "a -> b: d_psi 5.00%"]
+    assert wider_than_tol(frame.to_dict("records"), 1e-3, shown=1) == ["c -> a: d_psi 20.00%", "and 1 more"]

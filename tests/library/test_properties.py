@@ -317,13 +317,13 @@ def test_d_psi(data, classes, scale, seed) -> None:
     weight, bias = rng.standard_normal((y.shape[1], classes)), rng.standard_normal(classes)
     base = ah.d_psi(x, y, (weight, bias))
     assert all(math.isfinite(v) for v in (base.value, base.bound))
-    assert 0 <= (base.lower if base.certified else 0.0) <= base.value <= min(base.bound + 1e-9, math.sqrt(2) + 1e-12)
-    assert base.certified == (classes == 2) == (not math.isnan(base.lower))  # no certificate: lower NaN
+    assert base.certified  # every number of classes
+    assert 0 <= base.lower <= base.value <= min(base.bound + 1e-9, math.sqrt(2) + 1e-12)
     # invariant under affine maps of the source; the target's scale moves into the probe's weight
     moved = ah.d_psi(x @ invertible(rng, x.shape[1]) * scale + 3.0 * scale, y / scale, (weight * scale, bias))
-    assert 0 <= (moved.lower if moved.certified else 0.0) <= moved.value <= min(moved.bound + 1e-9, math.sqrt(2) + 1e-12)
-    if classes == 2:  # certified intervals of the same minimum overlap
-        assert moved.lower <= base.value * (1 + 2e-3) + 2e-6 and base.lower <= moved.value * (1 + 2e-3) + 2e-6
+    assert moved.certified and 0 <= moved.lower <= moved.value <= min(moved.bound + 1e-9, math.sqrt(2) + 1e-12)
+    # certified intervals of the same minimum overlap
+    assert moved.lower <= base.value * (1 + 2e-3) + 2e-6 and base.lower <= moved.value * (1 + 2e-3) + 2e-6
     assert moved.bound == pytest.approx(base.bound, rel=3e-3, abs=1e-9)  # its d_aff: within tol of one minimum
     # an affine image of the target maps onto it exactly, through any probe
     if kind != "constant" or np.ptp(y, axis=0).max() > 0:

@@ -232,10 +232,11 @@ class DPsiResult:
     interval : Interval
         The value (:class:`affine_homotopy.core.interval.Interval`, the type of every certified
         distance): ``upper`` is ``min over affine psi of max_n ||softmax(lam * probe(target_n)) -
-        softmax(psi(source_n))||_2``, in [0, sqrt(2)], attained by an actual map. For a two-class
-        probe ``lower`` certifies it, ``upper - lower <= 1e-3 * upper`` (or ``upper <= 1e-6``, an
-        exact fit); for more classes ``lower`` is NaN: no certificate. ``stop``, ``iterations`` (LPs)
-        and ``solver`` say how it was found.
+        softmax(psi(source_n))||_2``, in [0, sqrt(2)], attained by an actual map, and ``lower``
+        certifies it: ``upper - lower <= 1e-3 * upper`` (or ``upper <= 1e-6``, an exact fit) for a
+        two-class probe; for more classes a relaxation's bound, whose gap can be wider
+        (``within_tol`` false, ``stop`` ``"relaxation"``). ``stop``, ``iterations`` (LPs) and
+        ``solver`` say how it was found.
     value, lower, certified
         Read from :attr:`interval`: ``value`` is ``upper``; ``certified`` whether ``lower`` is a
         certificate (not NaN).

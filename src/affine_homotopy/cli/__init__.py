@@ -265,8 +265,9 @@ def _d_psi(args: argparse.Namespace) -> None:
                      "settings": {**_settings(args), "inverse_temperature": args.inverse_temperature,
                                   "layer": args.layer}, "version": _version()})
         return
-    certificate = (f"certified interval [{result.lower:.6g}, {value:.6g}]" if result.certified
-                   else "an upper bound (more than two classes: no certificate)")
+    within = "" if result.interval.within_tol else f", wider than tol: {result.interval.stop}"
+    certificate = (f"certified interval [{result.lower:.6g}, {value:.6g}]{within}" if result.certified
+                   else "an upper bound (no certificate)")
     print(f"d_psi: {source_name} mapped onto {target_name} through the probe {args.probe}")
     print(f"  d_psi     {value:.6g}  ({certificate}; in [0, sqrt 2])")
     print(f"  bound     {bound:.6g}  (Lemma 5.2: inverse_temperature / 2 x ||W||_2 x d_aff)")

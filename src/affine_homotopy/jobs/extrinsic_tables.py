@@ -116,7 +116,12 @@ def _gap_stats(diagnostics: pd.DataFrame, column: str, tol: float | None) -> dic
     stats = {f"{column}_max": float(gaps.max()) if gaps.notna().any() else math.nan,
              f"{column}_uncertified": int(gaps.isna().sum())}
     if tol is not None:
-        stats[f"{column}_above_tol"] = int((gaps > tol).sum())
+        above = gaps > tol
+        stats[f"{column}_above_tol"] = int(above.sum())
+        # the pairs themselves, widest first: a gap above tol is reported, not hidden in a count
+        order = gaps[above].sort_values(ascending=False).index
+        stats[f"{column}_above_tol_pairs"] = "; ".join(
+            f"{diagnostics.at[k, 'mapped_from']} -> {diagnostics.at[k, 'mapped_to']} {gaps[k]:.2%}" for k in order)
     return stats
 
 

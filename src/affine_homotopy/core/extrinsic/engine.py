@@ -50,15 +50,11 @@ def extrinsic_distances(
     # d_worst (and the search, which starts from its classifiers) only when selected and given random classifiers
     worst_case = prep.randoms is not None and "d_worst" in settings.measures
     tables = _Tables(plan.count, worst_case, worst_case and "d_worst_search" in settings.measures)
-    certified = prep.task.n_classes == 2
-    if prep.task.n_classes > 2:
-        log.info("%d classes: fixed-classifier distances by the local search (upper bounds without a "
-                 "certificate; the certified method needs two classes)", prep.task.n_classes)
     clock = PhaseClock(PHASES)
     for i, others in plan.by_source:
         _source_pairs(prep, i, others, map_weights, settings, tables, clock)
-    _log_run(tables, clock.seconds, certified, settings)
-    return _result(prep, plan, tables, probes, d_aff, settings, clock.seconds, certified)
+    _log_run(tables, clock.seconds, settings)
+    return _result(prep, plan, tables, probes, d_aff, settings, clock.seconds)
 
 
 def _check_inputs(representations: Sequence[np.ndarray], probes: Sequence[SoftmaxProbe | None],
@@ -152,18 +148,18 @@ def _source_pairs(prep: PreparedInputs, i: int, others: list[int], map_weights: 
              else ", d_worst_search " + np.array2string(values.d_worst_search[i, others], precision=4))
 
 
-def _log_run(tables: _Tables, seconds: dict[str, float], certified: bool, settings: ExtrinsicSettings) -> None:
+def _log_run(tables: _Tables, seconds: dict[str, float], settings: ExtrinsicSettings) -> None:
     """The run's summary lines: phase seconds, LP counts and gaps, local-search restarts, drifted maps."""
     log.info("seconds: %s", {k: round(v, 2) for k, v in seconds.items()})
-    if certified:
-        log.info("certified fixed-classifier distances (two classes): %d LPs, largest relative gap %.2e (tol %g, "
-                 "atol %g)", tables.lp_count, tables.max_gap, settings.tol, settings.atol)
-        if tables.highs_fallbacks:
-            log.info("%d LPs the interior-point kernel could not certify were solved by HiGHS's dual simplex",
-                     tables.highs_fallbacks)
-        if tables.max_gap > settings.tol:
-            log.warning("some certified intervals stayed wider than tol after max_lp = %d LPs (largest gap %.2e): "
-                        "see the *_gap columns of d_psi_diagnostics.csv", settings.max_lp, tables.max_gap)
+    log.info("certified fixed-classifier distances: %d LPs, largest relative gap %.2e (tol %g, atol %g)",
+             tables.lp_count, tables.max_gap, settings.tol, settings.atol)
+    if tables.highs_fallbacks:
+        log.info("%d LPs the interior-point kernel could not certify were solved by HiGHS's dual simplex",
+                 tables.highs_fallbacks)
+    wide = wider_than_tol(tables.diagnostics, settings.tol)
+    if wide:
+        log.warning("certified intervals wider than tol = %g (the multi-class relaxation's gap, or max_lp = %d "
+                    "reached), relative gaps: %s", settings.tol, settings.max_lp, "; ".join(wide))
     if tables.stalls:
         log.info("local search: %d task-probe refinements made no progress from their best start and were restarted "
                  "from the other starts; %d of them improved (columns refine_stalled, refine_restart_improved)",
@@ -176,8 +172,7 @@ def _log_run(tables: _Tables, seconds: dict[str, float], certified: bool, settin
 
 
 def _result(prep: PreparedInputs, plan: PairPlan, tables: _Tables, probes: Sequence[SoftmaxProbe],
-            d_aff: np.ndarray | None, settings: ExtrinsicSettings, seconds: dict[str, float],
-            certified: bool) -> ExtrinsicResult:
+            d_aff: np.ndarray | None, settings: ExtrinsicSettings, seconds: dict[str, float]) -> ExtrinsicResult:
     """The ordering check (``d_psi <= d_worst <= d_worst_search``), Lemma 5.2's bounds and the result."""
     count, values = plan.count, tables.values
     if tables.worst_case:
@@ -194,7 +189,7 @@ def _result(prep: PreparedInputs, plan: PairPlan, tables: _Tables, probes: Seque
                              worst=worst if tables.worst_case else None)
     worst_case = (WorstCaseDetails(classifier=tables.worst_index, radius=prep.radius, skipped=prep.skipped,
                                    searched=tables.searched) if tables.worst_case else None)
-    return ExtrinsicResult(names=prep.names, pairs=plan.pairs, n_classes=prep.task.n_classes, certified=certified,
+    return ExtrinsicResult(names=prep.names, pairs=plan.pairs, n_classes=prep.task.n_classes,
                            values=values, lower=tables.lower, diagnostics=tables.diagnostics, seconds=seconds,
                            bounds=bounds, worst_case=worst_case)
 
@@ -232,12 +227,11 @@ class WorstCaseDetails:
 @dataclass
 class ExtrinsicResult:
     """Everything one (task, layer) computed for its ordered ``pairs``: ``values`` attained by explicit
-    maps, ``lower`` their certified lower bounds (NaN: no certificate, on more than two classes)."""
+    maps, ``lower`` their certified lower bounds (NaN: none, where a classifier was dominated or skipped)."""
 
     names: list[str]
     pairs: list[tuple[int, int]]
     n_classes: int
-    certified: bool  # two classes: every fixed-classifier value has an interval
     values: MeasureMatrices
     lower: MeasureMatrices
     diagnostics: list[dict[str, object]]  # one d_psi_diagnostics.csv row per computed ordered pair
@@ -257,11 +251,11 @@ class ExtrinsicResult:
         return {name: matrix for name, matrix in matrices.items() if matrix is not None}
 
     def interval(self, i: int, j: int) -> Interval:
-        """``d_psi`` of the pair ``(i, j)``, with its stopping reason and LPs (lower NaN: no certificate)."""
+        """``d_psi`` of the pair ``(i, j)``, with its stopping reason and LPs."""
         row = next(r for r in self.diagnostics if (r["mapped_from"], r["mapped_to"]) == (self.names[i], self.names[j]))
         stop = str(row["d_psi_stop"])
         return Interval(self.lower.d_psi[i, j], self.values.d_psi[i, j], stop=stop, within_tol=stop in ("tol", "floor"),
-                        solver="interior-point" if self.certified else "local search", iterations=int(row["d_psi_lps"]))
+                        solver="interior-point", iterations=int(row["d_psi_lps"]))
 
     def check_bounds(self) -> None:
         """Lemma 5.2 on every pair and every evaluated classifier (NumericalError; see
@@ -327,3 +321,13 @@ def _gap(value: float, lower: float, atol: float) -> float:
         return 0.0
     return (value - lower) / value if math.isfinite(lower) else math.nan
 
+
+
+def wider_than_tol(diagnostics: list[dict[str, object]], tol: float, shown: int = 10) -> list[str]:
+    """``"source -> target: measure gap"`` for every interval whose relative gap is above ``tol``, the widest
+    first (at most ``shown``, then a count of the rest)."""
+    wide = sorted(((float(row[f"{measure}_gap"]), f"{row['mapped_from']} -> {row['mapped_to']}: {measure}")
+                   for row in diagnostics for measure in ("d_psi", "d_worst", "d_worst_search")
+                   if f"{measure}_gap" in row and float(row[f"{measure}_gap"]) > tol), reverse=True)
+    named = [f"{pair} {gap:.2%}" for gap, pair in wide[:shown]]
+    return named + ([f"and {len(wide) - shown} more"] if len(wide) > shown else [])

@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from .binary import BinaryProblem, BinaryTarget, Certificate, ChebyshevLP, Design, certify
 from .local import HeadResult, Heads, fit_heads
+from .multiclass import MulticlassCertificate, certify_classifier, from_lp_map
 from .settings import ExtrinsicSettings
 
 
@@ -40,7 +41,8 @@ class FixedClassifierSolver:
 
     @staticmethod
     def certifies(n_classes: int) -> bool:
-        return n_classes == 2
+        """Every task of two or more classes gets a certified interval (:mod:`.binary`, :mod:`.multiclass`)."""
+        return n_classes >= 2
 
     @cached_property
     def design(self) -> Design:
@@ -51,16 +53,14 @@ class FixedClassifierSolver:
     def upper_bounds(self, heads: Heads, settings: ExtrinsicSettings | None = None,
                      soft_label: bool = True) -> HeadResult:
         """Upper bounds of every head: on two classes the best start without the smooth-max refinement
-        (looser, so a few more heads get certified, but far cheaper), else the local search's values."""
-        two_classes = self.certifies(heads.P.shape[2])
-        return fit_heads(self.Z, heads, settings or self.settings, soft_label, refine_heads=not two_classes)
+        (looser, so a few more heads get certified, but far cheaper; the two-class certificate starts with
+        its own smooth-max refinement), else the local search's values (the multi-class certificate's start)."""
+        return fit_heads(self.Z, heads, settings or self.settings, soft_label, refine_heads=heads.P.shape[2] > 2)
 
     def values(self, heads: Heads, names: HeadNames, settings: ExtrinsicSettings | None = None,
                soft_label: bool = True, below: float | np.ndarray = -math.inf) -> HeadResult:
-        """Every head's value: certified on two classes (``below``: :meth:`certify`), else the local search's."""
+        """Every head's value, certified (``below``: :meth:`certify`)."""
         result = self.upper_bounds(heads, settings, soft_label)
-        if not self.certifies(heads.P.shape[2]):
-            return result
         return self.certify(heads, result, range(heads.P.shape[1]), names, below)
 
     def certify(self, heads: Heads, result: HeadResult, select: Iterable[int], names: HeadNames,
@@ -70,6 +70,8 @@ class FixedClassifierSolver:
         below = np.broadcast_to(np.asarray(below, dtype=float), (result.upper.shape[0],))
         P = heads.P.detach().to(dtype=torch.float64, device="cpu").numpy()
         chosen = [h for h in map(int, select) if math.isfinite(float(result.upper[h]))]  # a non-finite head stays NaN
+        if P.shape[2] > 2:
+            return self._certify_multiclass(P, result, chosen, names, below)
         problems = [self._problem(P, result, h, names, float(below[h])) for h in chosen]
         settings = self.settings
         # one BLAS thread: the LP loop's scoring products are (N, r) x (r,) matrix-vector products, which
@@ -80,6 +82,17 @@ class FixedClassifierSolver:
             self._count(problem.lp, certificate)
         return _with_certificates(result, dict(zip(chosen, found)))
 
+    def _certify_multiclass(self, P: np.ndarray, result: HeadResult, chosen: list[int], names: HeadNames,
+                            below: np.ndarray) -> HeadResult:
+        """:meth:`certify` for three or more classes: one head at a time (:func:`.multiclass.certify_classifier`)."""
+        found = {}
+        with threadpool_limits(limits=1, user_api="blas"):
+            for h in chosen:
+                A, c = (v.detach().to(torch.float64).cpu().numpy() for v in (result.A[:, h], result.c[h]))
+                found[h] = certify_classifier(self.Z, P[:, h], A, c, self.settings, float(below[h]), names.search)
+                self._count(None, found[h])
+        return _with_certificates(result, found)
+
     def _problem(self, P: np.ndarray, result: HeadResult, h: int, names: HeadNames, below: float) -> BinaryProblem:
         """Head ``h``'s LPs, target and start (its map's logit gap)."""
         A, c = result.A[:, h], result.c[h]
@@ -87,11 +100,11 @@ class FixedClassifierSolver:
         lp = ChebyshevLP(self.design, f"{self.source_name} -> {names.targets[h]}, classifier {names.labels[h]}")
         return BinaryProblem(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], below)
 
-    def _count(self, lp: ChebyshevLP, found: Certificate) -> None:
-        """A certificate's LPs, HiGHS fallbacks and gap in the source's totals."""
+    def _count(self, lp: ChebyshevLP | None, found: Certificate | MulticlassCertificate) -> None:
+        """A certificate's LPs, HiGHS fallbacks (two classes) and gap in the source's totals."""
         interval = found.interval
         self.lp_count += interval.iterations
-        self.highs_fallbacks += lp.fallbacks
+        self.highs_fallbacks += lp.fallbacks if lp is not None else 0
         if interval.stop != "dominated":
             self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > self.settings.atol else 0.0)
 
@@ -134,16 +147,21 @@ def next_to_certify(upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, s
     return k, max(best_lower, floor) if math.isfinite(floor) else (-math.inf if certify_largest else best_lower)
 
 
-def _with_certificates(result: HeadResult, certificates: dict[int, Certificate]) -> HeadResult:
+def _with_certificates(result: HeadResult, certificates: dict[int, Certificate | MulticlassCertificate]
+                       ) -> HeadResult:
     """A copy of ``result`` whose heads ``certificates`` hold their certified value, bounds and map."""
     upper, lower, A, c = result.upper.clone(), result.lower.clone(), result.A.clone(), result.c.clone()
     lps, stop, residual = result.lps.copy(), list(result.stop), result.cert_residual.copy()
     rank = A.shape[0]
     for h, found in certificates.items():
         interval = found.interval
-        half = torch.as_tensor(found.coef / 2, dtype=A.dtype, device=A.device)
-        A[:, h, 0], A[:, h, 1] = half[:rank], -half[:rank]
-        c[h, 0], c[h, 1] = half[rank], -half[rank]
+        if isinstance(found, MulticlassCertificate):
+            A_h, c_h = from_lp_map(found.coef, A.shape[2])
+            A[:, h], c[h] = (torch.as_tensor(v, dtype=A.dtype, device=A.device) for v in (A_h, c_h))
+        else:
+            half = torch.as_tensor(found.coef / 2, dtype=A.dtype, device=A.device)
+            A[:, h, 0], A[:, h, 1] = half[:rank], -half[:rank]
+            c[h, 0], c[h, 1] = half[rank], -half[rank]
         upper[h] = interval.upper
         lower[h] = interval.lower if interval.stop != "dominated" else math.nan
         lps[h], stop[h], residual[h] = interval.iterations, interval.stop, found.cert_residual
