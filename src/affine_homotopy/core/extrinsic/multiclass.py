@@ -333,6 +333,7 @@ def certify(lp: MulticlassLP, starts: list[np.ndarray], tol: float, atol: float,
         lp_errors = lp.errors(u)
         if lp_errors.max() < upper:
             upper, coef, errors = float(lp_errors.max()), x, lp_errors
+        previous = lower
         if root.value > lower:
             lower, residual = min(root.value, upper), root.residual
         done = _stopped(upper, lower, tol, atol, dominated_below)
@@ -343,9 +344,11 @@ def certify(lp: MulticlassLP, starts: list[np.ndarray], tol: float, atol: float,
         if s <= 0 and not added:
             ceiling = min(ceiling, t)
         t_next = _next_level(t, lower, ceiling, root, threshold)
-        if ceiling - lower <= tol * upper or (not added and t_next == t):
-            # no lower bound above the ceiling, or none above this level to the LP's accuracy: the
-            # relaxation's own optimum
+        # the relaxation's own optimum: no lower bound above the ceiling, none above this level to the
+        # LP's accuracy, or a Newton step from the lower bound that moved it less than a tenth of tol
+        # (the cuts' tail: each round raises the relaxation's optimum less)
+        stalled = s > 0 and t >= previous and lower - previous < 0.1 * tol * upper
+        if ceiling - lower <= tol * upper or (not added and t_next == t) or stalled:
             stop = "relaxation"
             break
         t = t_next
