@@ -1,6 +1,7 @@
 """The multi-class certificate: its relative gap, split by cause, and its CPU beside the local search's.
 
     python -m benchmarks multiclass [--quick] [--n 2000] [--randoms 4] [--glue-dir DIR]
+    python -m benchmarks multiclass --two-class-run results/demo [--task sentiment] [--layer 6]
 
 Data: a real 3-class task with no download, sentences of SST-2, CoLA and MRPC (``--glue-dir``'s
 training files, one third each, seeded) labelled by their corpus; all-MiniLM-L6-v2 (mean pooling, the
@@ -16,6 +17,11 @@ timed in CPU seconds on one thread. Printed: per classifier the interval, its re
 stopped (``tol``: closed; ``relaxation``: the relaxation's own optimum, the gap is the relaxation's;
 ``max_lp``: the solver's budget), then per number of classes the median and largest gap and the
 median CPU ratio certificate / local search.
+
+``--two-class-run`` checks the general path on two classes instead: every ordered pair of a finished
+run's two-class task (its embeddings and task probes) certified by the engine's two-class path and by
+the multi-class one; printed: whether every pair's intervals overlap (widened by ``tol``) and the
+largest difference of their upper bounds.
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from benchmarks.common import (Clock, add_glue_dir, load_text, minilm_encoder, s
 import numpy as np  # noqa: E402  (after benchmarks.common: its environment defaults come first)
 import torch  # noqa: E402
 
+from affine_homotopy.core.extrinsic import ExtrinsicSettings, extrinsic_distances  # noqa: E402
 from affine_homotopy.core.extrinsic.local import Heads, fit_heads  # noqa: E402
 from affine_homotopy.core.extrinsic.multiclass import certify_classifier  # noqa: E402
-from affine_homotopy.core.extrinsic.settings import ExtrinsicSettings  # noqa: E402
+from affine_homotopy.core.linalg import factorise  # noqa: E402
 from affine_homotopy.core.probes import fit_random_probes_sgd, fit_softmax_probe, random_labels  # noqa: E402
 from affine_homotopy.models.derived import gaussian_noise, svd_truncate  # noqa: E402
 
@@ -71,10 +78,8 @@ def encoders(args: argparse.Namespace) -> tuple[list[np.ndarray], list[str], np.
 
 
 def whitened(X: np.ndarray) -> torch.Tensor:
-    """``sqrt(N) U`` of the centred source (its column space, numerically full rank)."""
-    X = np.asarray(X, dtype=np.float64)
-    U, s, _ = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)
-    return torch.as_tensor(U[:, s > s[0] * 1e-6] * math.sqrt(len(X)))
+    """``sqrt(N) Q`` of the centred source under the rank rule (the engine's coordinates)."""
+    return factorise(np.asarray(X, dtype=np.float64)).Q * math.sqrt(len(X))
 
 
 def relative_gap(interval) -> float:
@@ -101,8 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="synthetic data, N = 400, 1 random probe per C")
     parser.add_argument("--n", type=int, default=2000, help="examples (default 2000)")
     parser.add_argument("--randoms", type=int, default=4, help="random-label probes per target and C (default 4)")
+    parser.add_argument("--two-class-run", type=Path, help="a finished run's results folder: the general path on its "
+                                                          "two-class task instead")
+    parser.add_argument("--task", default="sentiment", help="--two-class-run's task (default sentiment)")
+    parser.add_argument("--layer", type=int, default=6, help="--two-class-run's layer (default 6)")
     add_glue_dir(parser, "SST-2, CoLA and MRPC train.tsv (synthetic encoders without them)")
     args = parser.parse_args(argv)
+    if args.two_class_run is not None:
+        return two_class_check(args.two_class_run, args.task, args.layer)
     if args.quick:
         args.n, args.randoms = 400, 1
     torch.set_num_threads(1)
@@ -129,6 +140,33 @@ def main(argv: list[str] | None = None) -> int:
     summarise(rows)
     say(load_text())
     return 0
+
+
+def two_class_check(run: Path, task: str, layer: int) -> int:
+    """The two-class engine against the general path on every ordered pair of ``run``'s ``task``."""
+    from affine_homotopy.core.probes import SoftmaxProbe
+    from affine_homotopy.jobs.io import read_embeddings
+
+    names = sorted(path.name for path in (run / "embeddings").iterdir() if (path / task / "train.npy").is_file())
+    reps = [read_embeddings(run / "embeddings" / name / task / "train.npy", layer).astype(np.float64) for name in names]
+    files = [np.load(run / "probes" / task / "weights" / name / f"layer{layer}.npz") for name in names]
+    probes = [SoftmaxProbe(f["weight"], f["bias"], float(f["l2"]), 0) for f in files]
+    settings = ExtrinsicSettings(measures=("d_psi",))
+    torch.set_num_threads(1)
+    say(setup_line(f"{run}: task {task}, layer {layer}, {len(names)} encoders", f"N = {len(reps[0])}",
+                   "float64", "cpu (1 thread)"))
+    result = extrinsic_distances(reps, probes, names, settings=settings)
+    overlaps, largest = 0, 0.0
+    pairs = [(i, j) for i in range(len(names)) for j in range(len(names)) if i != j]
+    for i, j in pairs:
+        two = result.interval(i, j)
+        general = measure_classifier(whitened(reps[i]), probes[j].logits(reps[j]), settings)["interval"]
+        overlaps += bool(general.lower <= two.upper * (1 + settings.tol) + settings.atol
+                         and two.lower <= general.upper * (1 + settings.tol) + settings.atol)
+        largest = max(largest, abs(general.upper - two.upper) / max(two.upper, settings.atol))
+    say(f"{overlaps} of {len(pairs)} ordered pairs: the two paths' intervals overlap (widened by tol = {settings.tol:g}); "
+        f"largest relative difference of the upper bounds {largest:.2e}")
+    return 0 if overlaps == len(pairs) else 1
 
 
 def summarise(rows: list[dict[str, object]]) -> None:

@@ -198,7 +198,7 @@ class ChebyshevLP:
     def highs(self, target: BinaryTarget, t: float) -> tuple[np.ndarray, float, np.ndarray]:
         """``(w, s, y)`` at level ``t`` by HiGHS's dual simplex, for an LP the kernel could not certify (counted)."""
         self.fallbacks += 1
-        return _highs_solve(self.design.array, *self.bounds(target, t), self.label)
+        return highs_solve(self.design.array, *self.bounds(target, t), self.label)
 
 
 def solve_batch(lps: list[ChebyshevLP], targets: list[BinaryTarget], levels: list[float],
@@ -257,7 +257,7 @@ def _stacked(solution: lp_kernel.ChebyshevSolution, b: int = 0) -> np.ndarray:
     return torch.cat([solution.y_hi[b], solution.y_lo[b]]).cpu().numpy()
 
 
-def _highs_solve(design: np.ndarray, hi: np.ndarray, lo: np.ndarray, label: str) -> tuple[np.ndarray, float, np.ndarray]:
+def highs_solve(design: np.ndarray, hi: np.ndarray, lo: np.ndarray, label: str) -> tuple[np.ndarray, float, np.ndarray]:
     """The LP by HiGHS's dual simplex from scratch (scipy's ``linprog``): a vertex with its duals, for an LP
     the kernel could not certify; a NumericalError naming the classifier if HiGHS fails too."""
     from scipy.optimize import linprog

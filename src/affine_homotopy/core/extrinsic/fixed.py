@@ -101,10 +101,10 @@ class FixedClassifierSolver:
         return BinaryProblem(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], below)
 
     def _count(self, lp: ChebyshevLP | None, found: Certificate | MulticlassCertificate) -> None:
-        """A certificate's LPs, HiGHS fallbacks (two classes) and gap in the source's totals."""
+        """A certificate's LPs, HiGHS fallbacks and gap in the source's totals."""
         interval = found.interval
         self.lp_count += interval.iterations
-        self.highs_fallbacks += lp.fallbacks if lp is not None else 0
+        self.highs_fallbacks += lp.fallbacks if lp is not None else found.fallbacks
         if interval.stop != "dominated":
             self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > self.settings.atol else 0.0)
 

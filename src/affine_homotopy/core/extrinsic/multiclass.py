@@ -23,7 +23,7 @@ then the interval stays open (stop ``"relaxation"``) and its gap is reported.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
@@ -31,7 +31,8 @@ import torch
 
 from .. import lp as lp_kernel
 from ..interval import Interval
-from .binary import CERT_RESIDUAL_LIMIT, S_FLOOR, WORKING_SET_ROWS_PER_COLUMN, at_floor
+from ...errors import NumericalError
+from .binary import CERT_RESIDUAL_LIMIT, S_FLOOR, WORKING_SET_ROWS_PER_COLUMN, at_floor, highs_solve
 
 # every pair of classes up to this many classes; above, each class against the example's most probable
 # target class (C - 1 pairs an example instead of C (C - 1) / 2: any subset of pairs keeps the bound valid)
@@ -162,6 +163,7 @@ class Root:
     value: float = 0.0
     end: float = math.inf
     residual: float = 0.0
+    found: bool = False  # False: the LP gave no certificate (not optimal, or its residual failed the check)
 
     @classmethod
     def of(cls, levels: SlabLevels, solution: lp_kernel.ChebyshevSolution) -> Root:
@@ -170,7 +172,7 @@ class Root:
         if solution.status[0] != "optimal" or residual > CERT_RESIDUAL_LIMIT:
             return cls()
         value, end = dual_root(levels, solution.y_hi[0].cpu().numpy(), solution.y_lo[0].cpu().numpy())
-        return cls(value, end, residual)
+        return cls(value, end, residual, True)
 
 
 class MulticlassLP:
@@ -187,7 +189,9 @@ class MulticlassLP:
         self.member = np.zeros((self.n.size, 2), dtype=bool)
         self.cut_n, self.cut_k = np.zeros(0, dtype=int), np.zeros(0, dtype=int)
         self.cut_grad, self.cut_offset = np.zeros((0, self.C)), np.zeros(0)
-        self.lps = self.iterations = self.uncertified = 0
+        self.lps = self.iterations = 0
+        self.fallbacks = 0  # LPs whose kernel duals failed the residual check, solved again by HiGHS
+        self.uncertified = 0  # LPs that gave no certificate at all (their roots are not used)
 
     @property
     def columns(self) -> int:
@@ -250,16 +254,30 @@ class MulticlassLP:
         self.lps += 1
         self.iterations += int(solution.iterations[0])
         x, s = solution.x[0].cpu().numpy(), float(solution.s[0])
-        if solution.status[0] != "optimal" or at_floor(s):
-            self.uncertified += solution.status[0] != "optimal"
-            return x, s, Root()
+        if at_floor(s) and solution.status[0] == "optimal":
+            return x, s, Root()  # the rows do not bound s: no certificate at this level
         root = Root.of(levels, solution)
         if s > 0 and root.value < wanted:
             hi_rate, lo_rate = (torch.as_tensor(rate, device=device)[None] for rate in levels.rates(t))
             steepest = lp_kernel.steepest_optimal_dual(design, solution, hi, lo, hi_rate, lo_rate)
             self.iterations += int(steepest.iterations[0])
-            root = max(root, Root.of(levels, steepest), key=lambda r: r.value)
+            root = max(root, Root.of(levels, steepest), key=lambda r: (r.found, r.value))
+        if not root.found:
+            root = self._highs_root(design, hi[0].cpu().numpy(), lo[0].cpu().numpy(), levels)
         return x, s, root
+
+    def _highs_root(self, design: torch.Tensor, hi: np.ndarray, lo: np.ndarray, levels: SlabLevels) -> Root:
+        """The root of HiGHS's vertex duals for an LP whose kernel duals failed the residual check (counted
+        in ``fallbacks``); no root (counted in ``uncertified``) if HiGHS fails too."""
+        self.fallbacks += 1
+        try:
+            _, _, y = highs_solve(design.cpu().numpy(), hi, lo, "a multi-class classifier")
+        except NumericalError:
+            self.uncertified += 1
+            return Root()
+        rows = hi.size
+        value, end = dual_root(levels, y[:rows], y[rows:])
+        return Root(value, end, 0.0, True)
 
     def add_violated(self, u: np.ndarray, s: float, t: float, errors: np.ndarray) -> bool:
         """Add the slab half-spaces outside the set that ``u`` violates at ``t`` by more than ``s``, those of
@@ -306,6 +324,7 @@ class MulticlassCertificate:
     coef: np.ndarray
     cert_residual: float = 0.0  # max |A_W^T y| / ||y||_1 of the duals the lower bound rests on
     cuts: int = 0  # tangent cuts added
+    fallbacks: int = 0  # LPs solved again by HiGHS
 
 
 def certify(lp: MulticlassLP, starts: list[np.ndarray], tol: float, atol: float, max_lp: int = 100,
@@ -347,7 +366,7 @@ def certify(lp: MulticlassLP, starts: list[np.ndarray], tol: float, atol: float,
         # the relaxation's own optimum: no lower bound above the ceiling, none above this level to the
         # LP's accuracy, or a Newton step from the lower bound that moved it less than a tenth of tol
         # (the cuts' tail: each round raises the relaxation's optimum less)
-        stalled = s > 0 and t >= previous and lower - previous < 0.1 * tol * upper
+        stalled = root.found and s > 0 and t >= previous and lower - previous < 0.1 * tol * upper
         if ceiling - lower <= tol * upper or (not added and t_next == t) or stalled:
             stop = "relaxation"
             break
@@ -382,7 +401,7 @@ def _certificate(lower: float, upper: float, coef: np.ndarray, lps: int, stop: s
                  residual: float = 0.0) -> MulticlassCertificate:
     interval = Interval(lower, upper, stop=stop, within_tol=stop in ("tol", "floor"), solver="interior-point",
                         iterations=lps)
-    return MulticlassCertificate(interval, coef, residual, int(lp.cut_n.size))
+    return MulticlassCertificate(interval, coef, residual, int(lp.cut_n.size), lp.fallbacks)
 
 
 def to_lp_map(A: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -424,4 +443,4 @@ def certify_classifier(Z: torch.Tensor, P: np.ndarray, A: np.ndarray, c: np.ndar
     closed = upper - interval.lower <= settings.tol * upper
     interval = Interval(interval.lower, upper, stop="tol" if closed else interval.stop, within_tol=closed,
                         solver=interval.solver, iterations=interval.iterations)
-    return MulticlassCertificate(interval, coef, found.cert_residual, found.cuts)
+    return replace(found, interval=interval, coef=coef)
