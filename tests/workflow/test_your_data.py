@@ -185,8 +185,8 @@ def exact_pair_run(request: pytest.FixtureRequest, environ) -> Callable[[], dict
 
 def test_a_model_and_its_own_representations_brought_back_are_an_exact_pair(exact_pair_run) -> None:
     """The demo encoder and its own arrays brought back as an embeddings encoder (exact_pair_run): every
-    intrinsic measure, d_psi and d_worst between the two are at the float floor in both directions, on
-    the multi-class and on the certified two-class path."""
+    intrinsic measure, d_psi and d_worst between the two are at the float floor in both directions, with
+    finite certified lower bounds, on the three-class and on the two-class task."""
     tmp_path, arrays = exact_pair_run["folder"], exact_pair_run["arrays"]
     results = tmp_path / "results" / "pair"
     meta = json.loads((results / "data" / "three" / "train.json").read_text())
@@ -210,6 +210,10 @@ def test_a_model_and_its_own_representations_brought_back_are_an_exact_pair(exac
                 matrix = pd.read_csv(results / "extrinsic" / task / layer / f"{measure}.csv", index_col=0)
                 pair = (matrix.loc["minilm", "minilm_file"], matrix.loc["minilm_file", "minilm"])
                 assert max(pair) <= FLOOR["extrinsic"], (task, layer, measure, pair)
+                # certified on both tasks, three classes included: finite lower bounds below the values
+                lower = pd.read_csv(results / "extrinsic" / task / layer / f"{measure}_lower.csv", index_col=0)
+                off = ~np.eye(len(lower), dtype=bool)
+                assert np.isfinite(lower.to_numpy()[off]).all() and (lower.to_numpy() <= matrix.to_numpy()).all()
             probes = pd.read_csv(results / "probes" / task / f"{layer}.csv").set_index("encoder")
             assert probes.loc["minilm", "accuracy"] == probes.loc["minilm_file", "accuracy"]
     for figure in ("asymmetry_grid", "extrinsic_vs_intrinsic", "layer_trend", "preorder", "rank_deficiency"):
