@@ -312,18 +312,12 @@ def test_a_broken_bound_is_a_numerical_error(worst) -> None:
         check_bounds(result.values.d_psi, bound / 10)
 
 
-@pytest.mark.parametrize("temperature", [0.003, 0.1])
-def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperature) -> None:
-    """Finite differences of the smooth maximum at the configured temperature (extrinsic.worst_search.
-    temperature): the unit direction is the gradient, coordinate by coordinate, over its norm, and beats
-    random directions."""
+def _one_pair_search(temperature: float = 0.1, solver=None):
+    """A search of one pair (a 5-wide source, a 4-wide target padded to 5), a random classifier on the
+    target and a random map, for the ascent's tests."""
     import math
 
-    import torch
-
-    from affine_homotopy.core.extrinsic import ExtrinsicSettings
     from affine_homotopy.core.extrinsic.fixed import FixedClassifierSolver
-    from affine_homotopy.core.extrinsic.local import logits_of
     from affine_homotopy.core.extrinsic.prepare import PairMaps
     from affine_homotopy.core.extrinsic.search import Classifiers, WorstCaseSearch
     from affine_homotopy.core.linalg import factorise
@@ -340,11 +334,27 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperatu
     scale = torch.sqrt(((Y - mean[:, None]) ** 2).sum(dim=2).mean(dim=1))
     settings = ExtrinsicSettings(search_temperature=temperature)
     search = WorstCaseSearch(Z, Y, mean, scale, 0, [1], {1: PairMaps(design, None, Y[1], factorise(Y[1]))}, settings,
-                             FixedClassifierSolver(Z, settings, "x"), ["x", "y"])
+                             solver or FixedClassifierSolver(Z, settings, "x"), ["x", "y"])
     W = torch.as_tensor(rng.standard_normal((1, 5, 2)))
     W[:, 4] = 0  # the padded row of the narrower target
     clf = Classifiers(W, torch.as_tensor(rng.standard_normal((1, 2))))
     A, c = torch.as_tensor(rng.standard_normal((Z.shape[1], 1, 2)) * 0.3), torch.zeros((1, 2), dtype=torch.float64)
+    return search, clf, A, c
+
+
+@pytest.mark.parametrize("temperature", [0.003, 0.1])
+def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperature) -> None:
+    """Finite differences of the smooth maximum at the configured temperature (extrinsic.worst_search.
+    temperature): the unit direction is the gradient, coordinate by coordinate, over its norm, and beats
+    random directions."""
+    import math
+
+    from affine_homotopy.core.extrinsic.local import logits_of
+    from affine_homotopy.core.extrinsic.search import Classifiers
+
+    rng = np.random.default_rng(4)
+    search, clf, A, c = _one_pair_search(temperature)
+    Z = search.Z
 
     def smooth(candidate: Classifiers) -> float:
         diff = torch.softmax(search.logits(candidate), dim=2) - torch.softmax(logits_of(Z, A, c), dim=2)
@@ -383,6 +393,78 @@ def test_ascent_direction_is_the_steepest_ascent_of_the_smooth_maximum(temperatu
         other.W[:, 4] = 0
         norm = math.sqrt(float((other.W**2).sum() + (other.b**2).sum()))
         assert slope(Classifiers(other.W / norm, other.b / norm)) <= best * (1 + 1e-6)
+
+
+def test_second_direction_is_that_of_the_smooth_maximums_own_minimiser() -> None:
+    """The first direction is taken at the map the inner solve returned and turns with it (an interior
+    point's optimal map and a simplex's differ); the second, at the smooth maximum's minimiser from that
+    map, is the same from any map: the search sees one direction there (DISTINCT_DIRECTIONS)."""
+    from affine_homotopy.core.extrinsic.search import DISTINCT_DIRECTIONS
+
+    search, clf, A, c = _one_pair_search()
+    rng = np.random.default_rng(7)
+    maps = [(A, c)] + [(A + torch.as_tensor(rng.standard_normal(A.shape)) * 0.3, c + 0.1) for _ in range(2)]
+
+    def distance(one, other) -> float:
+        return float(torch.sqrt(((one.W - other.W) ** 2).sum() + ((one.b - other.b) ** 2).sum()))
+
+    first = [search.ascent_direction(clf, *m) for m in maps]
+    second = [search.ascent_direction(clf, *search.smooth_map(clf, *m)) for m in maps]
+    assert all(distance(first[0], d) > DISTINCT_DIRECTIONS for d in first[1:])
+    assert all(distance(second[0], d) < DISTINCT_DIRECTIONS / 10 for d in second[1:])
+
+
+def test_take_better_accepts_by_the_rule_and_certifies_only_contenders() -> None:
+    """Each head's classifiers, largest upper bound first, against the best so far: one replaces it only
+    above best (1 + accept_rtol); only a classifier whose upper bound passes the threshold is certified
+    (with the threshold as ``below``), one call per rank for all heads."""
+    from dataclasses import replace
+
+    from affine_homotopy.core.extrinsic.local import HeadResult
+    from affine_homotopy.core.extrinsic.search import Classifiers, Evaluation, SearchPoint, WorstCaseSearch
+
+    class Solver:
+        """Certifies by a table of exact values; a solve stopped at ``below`` ends with the bound ``below``."""
+
+        def __init__(self, exact: list[float]) -> None:
+            self.exact, self.calls = exact, []
+
+        @staticmethod
+        def certifies(n_classes: int) -> bool:
+            return True
+
+        def certify(self, heads, result, select, names, below):
+            self.calls.append({h: float(below[h]) for h in select})
+            upper, lower = result.upper.clone(), result.lower.clone()
+            for h in select:
+                passed = self.exact[h] > below[h]
+                upper[h] = self.exact[h] if passed else below[h]
+                lower[h] = self.exact[h] if passed else float("nan")
+            return replace(result, upper=upper, lower=lower)
+
+    # head 0: the largest bound (exact 1.2) is accepted; the next (exact 1.21) is not 1 % above it; the
+    # last cannot pass. Head 1: the largest bound's exact value misses the threshold, the others cannot pass
+    bounds = [1.005, 1.5, 1.3, 2.0, 0.5, float("nan")]
+    exact = [1.0, 1.2, 1.21, 1.005, 0.5, float("nan")]
+    solver = Solver(exact)
+    settings = ExtrinsicSettings()
+    f64 = {"dtype": torch.float64}
+    search = WorstCaseSearch(torch.zeros((4, 2), **f64), torch.zeros((3, 4, 2), **f64), torch.zeros((3, 2), **f64),
+                             torch.ones(3, **f64), 0, [1, 2], {}, settings, solver, ["x", "y", "z"])
+    part = Classifiers(torch.arange(6.0, **f64)[:, None, None].expand(6, 2, 2).clone(), torch.zeros((6, 2), **f64))
+    zero = torch.zeros(6, **f64)
+    result = HeadResult(torch.tensor(bounds, **f64), {}, zero.long(), (), torch.zeros((2, 6, 2), **f64),
+                        torch.zeros((6, 2), **f64), 0, zero, 0, zero)
+    start = SearchPoint(Classifiers(torch.full((2, 2, 2), -1.0, **f64), torch.zeros((2, 2), **f64)),
+                        torch.ones(2, **f64), torch.ones(2, **f64), torch.zeros((2, 2, 2), **f64),
+                        torch.zeros((2, 2), **f64))
+    best, moved, _ = search.take_better(start, part, Evaluation(result, torch.isfinite(result.upper), None))
+    rtol = settings.search_accept_rtol
+    assert solver.calls == [{1: pytest.approx(1 + rtol), 3: pytest.approx(1 + rtol)},
+                            {2: pytest.approx(1.2 * (1 + rtol))}]
+    assert moved.tolist() == [True, False]
+    assert best.upper.tolist() == [1.2, 1.0] and best.lower[0] == 1.2
+    assert torch.all(best.clf.W[0] == 1) and torch.all(best.clf.W[1] == -1)  # head 0 took classifier 1
 
 
 def test_projection_onto_the_spectral_ball() -> None:

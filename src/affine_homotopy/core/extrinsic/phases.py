@@ -162,7 +162,7 @@ def d_worst_search(prep: PreparedInputs, ctx: SourceContext, worst: WorstValues,
         for first in range(0, aimed_count, chunk):
             part = Classifiers(aimed_W[:, first : first + chunk].reshape(-1, width, n_classes),
                                aimed_b[:, first : first + chunk].reshape(-1, n_classes))
-            point, tally = _try_aimed(search, point, part, settings)
+            point, tally = _try_aimed(search, point, part)
             lemma = lemma + tally
     found = search.run(point, radius)
     return _search_values(prep, ctx, worst, found, lemma + found.lemma)
@@ -178,7 +178,7 @@ def _projected_start(search: WorstCaseSearch, worst: WorstValues, radius: torch.
                         torch.tensor(worst.lower, **as_tensor), worst.A.clone(), worst.c.clone())
     if settings.search_radius is None:
         return point, LemmaTally.empty(len(search.others))
-    found = search.evaluate(point.clf, (point.A, point.c), settings, True)
+    found = search.evaluate(point.clf, (point.A, point.c))
     result, finite = found.result, found.finite
     lemma = search.observe(result.upper, torch.linalg.matrix_norm(W, ord=2), finite)
     return SearchPoint(point.clf, torch.where(finite, result.upper, torch.zeros_like(result.upper)),
@@ -186,39 +186,13 @@ def _projected_start(search: WorstCaseSearch, worst: WorstValues, radius: torch.
                        result.c), lemma
 
 
-def _try_aimed(search: WorstCaseSearch, start: SearchPoint, part: Classifiers, settings: ExtrinsicSettings
-               ) -> tuple[SearchPoint, LemmaTally]:
-    """``start`` with aimed classifiers ``part`` (``group`` per head) in place of a head's classifier where
-    one beats it by more than the acceptance threshold, and Lemma 5.2 on them."""
-    heads, solver = len(search.others), search.solver
-    group = part.W.shape[0] // heads
-    # the local estimator's values first; on two classes the largest are then certified, as for
-    # d_worst, so that the choice of the search's start rests on values within tol. Two classes skip
-    # the soft-label fit: its values are only upper bounds to choose what to certify, each
-    # certificate's smooth start replaces it, and its cost grows with N times the classifiers
-    certified = solver.certifies(part.W.shape[2])
-    found = search.estimate(part, group, soft_label=not certified)
-    result = found.result
-    if certified:
-        for slot in range(heads):
-            members = np.arange(slot * group, (slot + 1) * group)
-            # a classifier that cannot beat the acceptance threshold cannot replace the start: its
-            # solve stops there, which decides as the full solve would
-            threshold = float(start.upper[slot]) * (1 + settings.search_accept_rtol)
-            result, _, _ = solver.close_worst(found.heads, result, members, search.names(group),
-                                              result.upper[members].nan_to_num(nan=-math.inf).cpu().numpy(),
-                                              np.full(group, np.nan), np.zeros(group, dtype=bool),
-                                              certify_largest=True, floor=threshold)
-    lemma = search.observe(result.upper, torch.linalg.matrix_norm(part.W, ord=2), found.finite, group)
-    values = result.upper.nan_to_num(nan=-math.inf)
-    # a solve stopped at a threshold never wins (its value is a bound)
-    dominated = torch.tensor([stop == "dominated" for stop in result.stop], device=values.device)
-    values = torch.where(dominated, torch.full_like(values, -math.inf), values).reshape(heads, group)
-    top = values.max(dim=1)
-    pick = torch.arange(heads, device=values.device) * group + top.indices
-    point = start.copy()
-    point.take(top.values > start.upper * (1 + settings.search_accept_rtol), part, result, pick)
-    return point, lemma
+def _try_aimed(search: WorstCaseSearch, start: SearchPoint, part: Classifiers) -> tuple[SearchPoint, LemmaTally]:
+    """``start`` with aimed classifiers ``part`` (``group`` per head) accepted in place of a head's classifier
+    (:meth:`WorstCaseSearch.take_better`), and Lemma 5.2 on them."""
+    group = part.W.shape[0] // len(search.others)
+    found = search.scores(part, group)
+    point, _, result = search.take_better(start, part, found)
+    return point, search.observe(result.upper, torch.linalg.matrix_norm(part.W, ord=2), found.finite, group)
 
 
 def _search_values(prep: PreparedInputs, ctx: SourceContext, worst: WorstValues, found: SearchOutcome,

@@ -12,11 +12,19 @@ import torch
 from ..intrinsic import map_in_original_coordinates
 from .bounds import LemmaCheck, LemmaTally
 from .fixed import FixedClassifierSolver, HeadNames
-from .local import HeadResult, Heads, logits_of
+from .local import HeadResult, Heads, _refine_round, errors_of, logits_of
 from .prepare import PairMaps, project_to_ball, stack_starts
 from .settings import ExtrinsicSettings
 
 log = logging.getLogger(__name__)
+
+# a step's second direction (at the smooth maximum's own minimiser, :meth:`WorstCaseSearch.smooth_map`)
+# is tried only where it differs from the first by more than this (distance of the unit directions):
+# closer, the two classifiers differ by less than a tenth of the step
+DISTINCT_DIRECTIONS = 0.1
+# L-BFGS rounds of :meth:`WorstCaseSearch.smooth_map`: enough that its directions from different maps agree
+# far inside DISTINCT_DIRECTIONS (tested)
+SMOOTH_MAP_ROUNDS = 5
 
 
 @dataclass
@@ -50,20 +58,11 @@ class SearchPoint:
         clf = Classifiers(self.clf.W.clone(), self.clf.b.clone())
         return SearchPoint(clf, self.upper.clone(), self.lower.clone(), self.A.clone(), self.c.clone())
 
-    def take(self, better: torch.Tensor, clf: Classifiers, result: HeadResult, pick: torch.Tensor | None = None
-             ) -> None:
-        """Move the heads ``better`` to their classifier of ``clf`` (row ``pick[h]``, default ``h``)."""
-        rows = slice(None) if pick is None else pick
-        self.clf.W[better], self.clf.b[better] = clf.W[rows][better], clf.b[rows][better]
-        self.upper[better], self.lower[better] = result.upper[rows][better], result.lower[rows][better]
-        self.A[:, better], self.c[better] = result.A[:, rows][:, better], result.c[rows][better]
-
-    def keep_smaller(self, evaluation: Evaluation) -> None:
-        """A rescored value replaces the head's value where it is smaller (a better inner fit)."""
-        result = evaluation.result
-        smaller = evaluation.finite & (result.upper < self.upper)
-        self.upper[smaller] = result.upper[smaller]
-        self.A[:, smaller], self.c[smaller] = result.A[:, smaller], result.c[smaller]
+    def take(self, better: torch.Tensor, clf: Classifiers, result: HeadResult, pick: torch.Tensor) -> None:
+        """Move the heads ``better`` to their classifier of ``clf`` (row ``pick[h]``)."""
+        self.clf.W[better], self.clf.b[better] = clf.W[pick][better], clf.b[pick][better]
+        self.upper[better], self.lower[better] = result.upper[pick][better], result.lower[pick][better]
+        self.A[:, better], self.c[better] = result.A[:, pick][:, better], result.c[pick][better]
 
 
 @dataclass
@@ -90,9 +89,6 @@ class WorstCaseSearch:
         self.y_mean, self.y_scale = y_mean[others], y_scale[others]  # (H, Dmax), (H,)
         self.pair_maps, self.settings = pair_maps, settings
         self.lam = settings.inverse_temperature
-        # steps are scored on small working sets (each head's worst examples, warm-started): cheap, and
-        # the final classifiers are scored again with the full estimator
-        self.step_settings = replace(settings, working_budget=settings.working_set)
         self.tau = settings.search_temperature
 
     def logits(self, clf: Classifiers, group: int = 1) -> torch.Tensor:
@@ -121,19 +117,52 @@ class WorstCaseSearch:
             starts["warm"] = warm
         return Heads(torch.softmax(logits, dim=2), starts), finite
 
-    def evaluate(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None, settings: ExtrinsicSettings,
-                 soft_label: bool, below: float | np.ndarray = -math.inf) -> Evaluation:
-        """Values of one classifier per head; ``below`` (per head): the acceptance threshold, which a
-        certified head's LPs decide first (:meth:`FixedClassifierSolver.certify`)."""
+    def evaluate(self, clf: Classifiers, warm: tuple[torch.Tensor, torch.Tensor] | None) -> Evaluation:
+        """Certified values of one classifier per head (:meth:`FixedClassifierSolver.values`)."""
         heads, finite = self.problems(clf, warm)
-        result = self.solver.values(heads, self.names(1), settings, soft_label, below)
+        result = self.solver.values(heads, self.names(1))
         return Evaluation(_masked(result, finite), finite, heads)
 
-    def estimate(self, clf: Classifiers, group: int, soft_label: bool) -> Evaluation:
-        """Upper bounds of ``group`` classifiers per head (:meth:`FixedClassifierSolver.upper_bounds`)."""
-        heads, finite = self.problems(clf, None, group)
-        result = self.solver.upper_bounds(heads, self.settings, soft_label)
+    def scores(self, clf: Classifiers, group: int, warm: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> Evaluation:
+        """Upper bounds of ``group`` classifiers per head (:meth:`FixedClassifierSolver.upper_bounds`), each
+        attained by a map: they order the classifiers for :meth:`take_better`; ``warm``: each head's map
+        (A, c), a start for its classifiers. No soft-label fit: these values only order the classifiers,
+        each certificate's own start replaces them, and its cost grows with N times the classifiers."""
+        if warm is not None:
+            warm = (warm[0].repeat_interleave(group, dim=1), warm[1].repeat_interleave(group, dim=0))
+        heads, finite = self.problems(clf, warm, group)
+        result = self.solver.upper_bounds(heads, soft_label=False)
         return Evaluation(_masked(result, finite), finite, heads)
+
+    def take_better(self, start: SearchPoint, part: Classifiers, found: Evaluation
+                    ) -> tuple[SearchPoint, torch.Tensor, HeadResult]:
+        """``start`` with classifiers of ``part`` (``group`` per head, scored by :meth:`scores`) accepted by
+        the acceptance rule, which heads moved, and the classifiers' values. Each head's classifiers are
+        tried largest upper bound first, each against the best so far: one replaces it only when its
+        certified value exceeds ``best (1 + search_accept_rtol)``, a question its LPs settle first and only
+        as far as it needs (:meth:`FixedClassifierSolver.certify` with the threshold as ``below``); one
+        whose upper bound is at most the threshold costs no LP. The heads' classifiers of one rank are
+        certified in one call (batched)."""
+        heads = len(self.others)
+        group = part.W.shape[0] // heads
+        result, best = found.result, start.copy()
+        moved = torch.zeros(heads, dtype=torch.bool, device=start.upper.device)
+        order = result.upper.nan_to_num(nan=-math.inf).reshape(heads, group).argsort(dim=1, descending=True)
+        for rank in range(group):
+            members = torch.arange(heads, device=order.device) * group + order[:, rank]
+            threshold = best.upper * (1 + self.settings.search_accept_rtol)
+            contenders = result.upper[members] > threshold  # NaN: a non-finite classifier never is
+            if bool(contenders.any()):
+                below = np.full(result.upper.shape[0], -math.inf)
+                below[members[contenders].cpu().numpy()] = threshold[contenders].cpu().numpy()
+                result = self.solver.certify(found.heads, result, members[contenders].tolist(), self.names(group),
+                                             below)
+            # a solve stopped at the threshold ends with its upper bound at most the threshold
+            accepted = contenders & (result.upper[members] > threshold)
+            best.take(accepted, part, result, members)
+            moved |= accepted
+        return best, moved, result
 
     def names(self, group: int) -> HeadNames:
         return HeadNames([self.encoder_names[j] for j in self.others for _ in range(group)],
@@ -198,40 +227,54 @@ class WorstCaseSearch:
 
     def run(self, start: SearchPoint, radius: torch.Tensor) -> SearchOutcome:
         """``search_steps`` accepted-or-halved ascent steps from ``start``."""
-        settings = self.settings
         heads = len(self.others)
-        certified = self.solver.certifies(start.clf.W.shape[2])
         best = start.copy()
-        length = settings.search_step_size * radius
+        length = self.settings.search_step_size * radius
         accepted = torch.zeros(heads, dtype=torch.long, device=start.upper.device)
         lemma = LemmaTally.empty(heads)
-        step_settings = settings if certified else self.step_settings
-        if settings.search_steps and not certified:
-            # steps are scored by the warm-started fit: score the start the same way first, so that a
-            # step is accepted for a larger distance, not for a less converged inner fit
-            best.keep_smaller(self.evaluate(start.clf, (start.A, start.c), step_settings, soft_label=False))
-        for _ in range(settings.search_steps):
-            current = Classifiers(best.clf.W, best.clf.b)
-            direction = self.ascent_direction(current, best.A, best.c)
-            candidate, norms = self.step(current, direction, length, radius)
-            threshold = best.upper * (1 + settings.search_accept_rtol)
-            # certified: a step whose upper bound falls to the acceptance threshold is rejected
-            # whatever its exact value, so its LPs settle that question first and stop there (the
-            # same decisions, fewer LPs)
-            found = self.evaluate(candidate, (best.A, best.c), step_settings, soft_label=False,
-                                  below=threshold.cpu().numpy() if certified else -math.inf)
-            lemma = lemma + self.observe(found.result.upper, norms, found.finite)
-            better = found.finite & (found.result.upper > threshold)
+        for _ in range(self.settings.search_steps):
+            part, norms, distinct = self.candidates(best, length, radius)
+            found = self.scores(part, 2, warm=(best.A, best.c))
+            # the second direction's classifier where it adds nothing: neither certified nor kept
+            same = torch.stack([torch.zeros_like(distinct), ~distinct], dim=1).flatten()
+            found = replace(found, result=_masked(found.result, ~same), finite=found.finite & ~same)
+            best, better, result = self.take_better(best, part, found)
+            lemma = lemma + self.observe(result.upper, norms, found.finite, group=2)
             accepted += better.long()
-            best.take(better, candidate, found.result)
             length = torch.minimum(torch.where(better, 1.5 * length, 0.5 * length), radius)
             log.debug("search step: %d/%d heads improved; values %s", int(better.sum()), heads,
                       np.array2string(best.upper.cpu().numpy(), precision=4))
-        if not certified:
-            # a local value is only as good as its inner fit: score the final classifiers once more with
-            # every start (soft-label fit included) and the full refinement, and keep the smaller value
-            best.keep_smaller(self.evaluate(Classifiers(best.clf.W, best.clf.b), (best.A, best.c), settings, True))
         return SearchOutcome(best, accepted, torch.linalg.matrix_norm(best.clf.W, ord=2), lemma)
+
+    def candidates(self, best: SearchPoint, length: torch.Tensor, radius: torch.Tensor
+                   ) -> tuple[Classifiers, torch.Tensor, torch.Tensor]:
+        """Two steps of ``length`` per head (head-major), their spectral norms, and where the second
+        differs from the first (:data:`DISTINCT_DIRECTIONS`). The first ascends the smooth maximum at the
+        map the inner solve returned; the second at :meth:`smooth_map`'s, where the gradient with the map
+        held fixed is the smoothed inner value's own gradient (Danskin), whichever optimal map the solver
+        returned: an interior point's is the centre of its optimal face, with fewer errors near the
+        largest than a vertex, and a direction taken there can miss every gain."""
+        current = Classifiers(best.clf.W, best.clf.b)
+        first = self.ascent_direction(current, best.A, best.c)
+        second = self.ascent_direction(current, *self.smooth_map(current, best.A, best.c))
+        distance = torch.sqrt(((first.W - second.W) ** 2).sum(dim=(1, 2)) + ((first.b - second.b) ** 2).sum(dim=1))
+        steps = [self.step(current, direction, length, radius) for direction in (first, second)]
+        part = Classifiers(torch.stack([s.W for s, _ in steps], dim=1).flatten(0, 1),
+                           torch.stack([s.b for s, _ in steps], dim=1).flatten(0, 1))
+        return part, torch.stack([norm for _, norm in steps], dim=1).flatten(), distance > DISTINCT_DIRECTIONS
+
+    def smooth_map(self, clf: Classifiers, A: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The map minimising :meth:`ascent_direction`'s smooth maximum (``search_temperature``, all
+        examples), from ``(A, c)``: :data:`SMOOTH_MAP_ROUNDS` L-BFGS rounds, each scaled by its start's
+        largest error as the direction is, so that their fixed point is the direction's own minimiser."""
+        P = torch.softmax(self.logits(clf), dim=2)
+        W, b = A.permute(1, 0, 2).contiguous(), c.clone()
+        for _ in range(SMOOTH_MAP_ROUNDS):
+            errors = errors_of(self.Z, W.permute(1, 0, 2), b, P)
+            W, b, _, _ = _refine_round(self.Z, P, W, b, errors, errors.max(dim=0).values, P.shape[0], self.tau,
+                                       True, self.settings, 1.0)
+            W, b = W.detach(), b.detach()
+        return W.permute(1, 0, 2).contiguous(), b
 
 
 @dataclass
