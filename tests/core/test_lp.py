@@ -172,3 +172,26 @@ def test_cuda_solves_as_the_cpu() -> None:
     cuda = lp.solve_chebyshev(torch.as_tensor(M).cuda(), torch.as_tensor(hi)[None].cuda(), torch.as_tensor(lo)[None].cuda())
     assert cuda.status == ["optimal"] and float(cuda.residual[0]) <= 1e-10
     assert float(cuda.s[0]) == pytest.approx(float(cpu.s[0]), abs=1e-9)
+
+
+def test_example_blocks_solve_as_their_dense_matrix() -> None:
+    """A design given as example blocks (the multi-class rows) gives the dense matrix's solution: its
+    products, Gram matrix and row subsets are the same linear maps."""
+    from affine_homotopy.core.lp import ExampleBlocks, solve_chebyshev
+
+    rng = np.random.default_rng(3)
+    examples = torch.as_tensor(rng.standard_normal((30, 4)))
+    index = torch.as_tensor(rng.integers(0, 30, size=70))
+    blocks = ExampleBlocks(examples, index, torch.as_tensor(rng.standard_normal((70, 3))))
+    dense = blocks.dense()
+    x, v, d = (torch.as_tensor(rng.standard_normal(shape)) for shape in ((2, 12), (2, 70), (2, 70)))
+    torch.testing.assert_close(blocks.times(x), x @ dense.T)
+    torch.testing.assert_close(blocks.transposed_times(v), v @ dense)
+    torch.testing.assert_close(blocks.gram(d.abs()), dense.T @ (d.abs()[:, :, None] * dense))
+    centre = torch.as_tensor(rng.standard_normal((2, 70)))
+    hi, lo = centre + 0.5, centre - 0.5
+    rows = torch.as_tensor(rng.random((2, 70)) < 0.8)
+    ours, theirs = solve_chebyshev(blocks, hi, lo, rows), solve_chebyshev(dense, hi, lo, rows)
+    assert ours.status == theirs.status == ["optimal", "optimal"]
+    torch.testing.assert_close(ours.s, theirs.s, rtol=0, atol=1e-8)
+    assert float(ours.residual.max()) <= 1e-10

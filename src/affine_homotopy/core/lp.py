@@ -75,28 +75,99 @@ class _State:
     m: torch.Tensor
 
 
-def _apply_g(design: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+@dataclass(frozen=True)
+class ExampleBlocks:
+    """A design whose row ``r`` is ``sum_j weights[r, j] (e_j kron examples[index[r]])``: a combination of
+    one example's features over ``J`` blocks of columns (the multi-class relaxation's rows, a slab or cut
+    on a combination of logits). Its products cost ``N q J`` and its Gram matrix ``J (J + 1) / 2 N q^2``
+    instead of ``rows (J q)^2``: per example, the rows' weights are summed first."""
+
+    examples: torch.Tensor  # (N, q)
+    index: torch.Tensor  # (R,) int64 into examples
+    weights: torch.Tensor  # (R, J)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.index.numel(), self.weights.shape[1] * self.examples.shape[1]
+
+    def rows(self, mask: torch.Tensor) -> ExampleBlocks:
+        return ExampleBlocks(self.examples, self.index[mask], self.weights[mask])
+
+    def dense(self) -> torch.Tensor:
+        """The (R, J q) matrix itself."""
+        return (self.weights[:, :, None] * self.examples[self.index][:, None, :]).reshape(self.shape)
+
+    def times(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ design.T`` for ``x`` (b, J q): (b, R)."""
+        blocks = x.reshape(x.shape[0], self.weights.shape[1], -1)  # (b, J, q)
+        per_example = torch.einsum("nq,bjq->bnj", self.examples, blocks)
+        return (per_example[:, self.index, :] * self.weights).sum(dim=2)
+
+    def _per_example(self, v: torch.Tensor) -> torch.Tensor:
+        """``sum_{r: index[r] = n} v_r weights[r]`` (b, N, J)."""
+        out = v.new_zeros((v.shape[0], self.examples.shape[0], self.weights.shape[1]))
+        return out.index_add_(1, self.index, v[:, :, None] * self.weights)
+
+    def transposed_times(self, v: torch.Tensor) -> torch.Tensor:
+        """``v @ design`` for ``v`` (b, R): (b, J q)."""
+        return torch.einsum("bnj,nq->bjq", self._per_example(v), self.examples).reshape(v.shape[0], -1)
+
+    def gram(self, d: torch.Tensor) -> torch.Tensor:
+        """``design^T diag(d) design`` per member (b, J q, J q)."""
+        J, q = self.weights.shape[1], self.examples.shape[1]
+        pair = (self.weights[:, :, None] * self.weights[:, None, :]).reshape(len(self.index), J * J)
+        summed = d.new_zeros((d.shape[0], self.examples.shape[0], J * J)).index_add_(1, self.index, d[:, :, None] * pair)
+        K = d.new_empty((d.shape[0], J * q, J * q))
+        for j in range(J):
+            for k in range(j, J):
+                block = (self.examples.T[None] * summed[:, None, :, j * J + k]) @ self.examples
+                K[:, j * q:(j + 1) * q, k * q:(k + 1) * q] = block
+                K[:, k * q:(k + 1) * q, j * q:(j + 1) * q] = block.transpose(1, 2)
+        return K
+
+
+AnyDesign = torch.Tensor | ExampleBlocks
+
+
+def _times(design: AnyDesign, x: torch.Tensor) -> torch.Tensor:
+    """``x @ design.T``."""
+    return design.times(x) if isinstance(design, ExampleBlocks) else x @ design.T
+
+
+def _transposed_times(design: AnyDesign, v: torch.Tensor) -> torch.Tensor:
+    """``v @ design``."""
+    return design.transposed_times(v) if isinstance(design, ExampleBlocks) else v @ design
+
+
+def _gram(design: AnyDesign, d: torch.Tensor) -> torch.Tensor:
+    """``design^T diag(d) design`` per member, ``d >= 0`` (b, R)."""
+    if isinstance(design, ExampleBlocks):
+        return design.gram(d)
+    scaled = design.unsqueeze(0) * d.sqrt().unsqueeze(2)
+    return scaled.transpose(1, 2) @ scaled
+
+
+def _apply_g(design: AnyDesign, x: torch.Tensor) -> torch.Tensor:
     """``G (x, s)`` for a batch ``x`` (b, n + 1): the rows ``M x - s``, ``-M x - s`` and ``-s``."""
-    u = x[:, :-1] @ design.T
+    u = _times(design, x[:, :-1])
     s = x[:, -1:]
     return torch.cat([u - s, -u - s, -s], dim=1)
 
 
-def _apply_gt(design: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _apply_gt(design: AnyDesign, v: torch.Tensor) -> torch.Tensor:
     """``G^T v`` for a batch ``v`` (b, 2 N + 1)."""
     n = design.shape[0]
-    return torch.cat([(v[:, :n] - v[:, n:2 * n]) @ design, -v.sum(dim=1, keepdim=True)], dim=1)
+    return torch.cat([_transposed_times(design, v[:, :n] - v[:, n:2 * n]), -v.sum(dim=1, keepdim=True)], dim=1)
 
 
-def _normal_matrix(design: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+def _normal_matrix(design: AnyDesign, d: torch.Tensor) -> torch.Tensor:
     """``G^T diag(d) G`` (b, n + 1, n + 1): the ``M^T diag(d_hi + d_lo) M`` block is the dense product."""
     n = design.shape[0]
     d_hi, d_lo = d[:, :n], d[:, n:2 * n]
-    scaled = design.unsqueeze(0) * (d_hi + d_lo).sqrt().unsqueeze(2)
     columns = design.shape[1]
     K = d.new_empty((d.shape[0], columns + 1, columns + 1))
-    K[:, :columns, :columns] = scaled.transpose(1, 2) @ scaled
-    cross = (d_lo - d_hi) @ design
+    K[:, :columns, :columns] = _gram(design, d_hi + d_lo)
+    cross = _transposed_times(design, d_lo - d_hi)
     K[:, :columns, columns] = cross
     K[:, columns, :columns] = cross
     K[:, columns, columns] = d.sum(dim=1)
@@ -120,7 +191,7 @@ def _factor(K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return L, ok
 
 
-def _direction(design: torch.Tensor, L: torch.Tensor, st: _State, rp: torch.Tensor, rd: torch.Tensor,
+def _direction(design: AnyDesign, L: torch.Tensor, st: _State, rp: torch.Tensor, rd: torch.Tensor,
                rc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The Newton direction ``(dx, dsigma, dz)`` for the complementarity target ``rc`` (``sigma z``'s
     change), by the normal equations."""
@@ -138,7 +209,7 @@ def _step(v: torch.Tensor, dv: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return ratio.min(dim=1, keepdim=True).values.clamp(max=1.0)
 
 
-def _start(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor, floor: float,
+def _start(design: AnyDesign, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor, floor: float,
            start: torch.Tensor | None) -> _State:
     """A strictly feasible primal start (``x`` the given maps, ``s`` one above the largest violation) and
     nearly feasible duals summing to 1 (:func:`_start_duals`)."""
@@ -173,7 +244,7 @@ def _start_duals(m: torch.Tensor) -> torch.Tensor:
     return torch.cat([z, 1.0 - pair_share - single_share], dim=1)
 
 
-def _converged(design: torch.Tensor, st: _State, tol: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _converged(design: AnyDesign, st: _State, tol: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(done, rp, rd)`` of a batch: primal residual within ``tol`` of the bounds' size, the stationarity
     of ``s`` and the complementarity gap ``sigma . z`` within ``tol``, and the stationarity of ``x``
     within DUAL_TOLERANCE or at the rounding floor of ``M^T z`` (complementarity below ``tol^2`` a row:
@@ -192,7 +263,7 @@ def _converged(design: torch.Tensor, st: _State, tol: float) -> tuple[torch.Tens
     return done, rp, rd
 
 
-def _iterate(design: torch.Tensor, st: _State, rp: torch.Tensor, rd: torch.Tensor) -> torch.Tensor:
+def _iterate(design: AnyDesign, st: _State, rp: torch.Tensor, rd: torch.Tensor) -> torch.Tensor:
     """One predictor-corrector step of a batch, in place; False where the Cholesky failed (no step)."""
     d = st.m * st.z / st.sigma
     L, ok = _factor(_normal_matrix(design, d))
@@ -211,15 +282,15 @@ def _iterate(design: torch.Tensor, st: _State, rp: torch.Tensor, rd: torch.Tenso
     return ok
 
 
-def certificate_residual(design: torch.Tensor, y_hi: torch.Tensor, y_lo: torch.Tensor) -> torch.Tensor:
+def certificate_residual(design: AnyDesign, y_hi: torch.Tensor, y_lo: torch.Tensor) -> torch.Tensor:
     """``max |M^T y| / ||y||_1`` per member (0 where ``y = 0``)."""
     y = y_hi + y_lo
     total = y_hi.abs().sum(dim=1) + y_lo.abs().sum(dim=1)
-    return torch.where(total > 0, (y @ design).abs().max(dim=1).values / total.clamp(min=1e-300),
+    return torch.where(total > 0, _transposed_times(design, y).abs().max(dim=1).values / total.clamp(min=1e-300),
                        torch.zeros_like(total))
 
 
-def solve_chebyshev(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor | None = None,
+def solve_chebyshev(design: AnyDesign, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor | None = None,
                     floor: float = FLOOR, start: torch.Tensor | None = None, tol: float = 1e-9,
                     max_iterations: int = 80) -> ChebyshevSolution:
     """Solve the batch's LPs (module docstring). ``design`` (N, n), ``hi``/``lo`` (B, N) float64 on one
@@ -232,13 +303,14 @@ def solve_chebyshev(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, ro
     if bool(used.all()):
         return _solve_on_rows(design, hi, lo, rows, floor, start, tol, max_iterations)
     # only the rows some member uses enter the products
-    part = _solve_on_rows(design[used], hi[:, used], lo[:, used], rows[:, used], floor, start, tol, max_iterations)
+    subset = design.rows(used) if isinstance(design, ExampleBlocks) else design[used]
+    part = _solve_on_rows(subset, hi[:, used], lo[:, used], rows[:, used], floor, start, tol, max_iterations)
     y_hi, y_lo = hi.new_zeros((B, N)), hi.new_zeros((B, N))
     y_hi[:, used], y_lo[:, used] = part.y_hi, part.y_lo
     return ChebyshevSolution(part.x, part.s, y_hi, y_lo, part.iterations, part.status, part.residual)
 
 
-def _solve_on_rows(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor, floor: float,
+def _solve_on_rows(design: AnyDesign, hi: torch.Tensor, lo: torch.Tensor, rows: torch.Tensor, floor: float,
                    start: torch.Tensor | None, tol: float, max_iterations: int) -> ChebyshevSolution:
     """The predictor-corrector loop of :func:`solve_chebyshev` on every row of ``design``."""
     B, N = hi.shape
@@ -269,22 +341,21 @@ def _solve_on_rows(design: torch.Tensor, hi: torch.Tensor, lo: torch.Tensor, row
                              certificate_residual(design, y_hi, y_lo))
 
 
-def _polished(design: torch.Tensor, y_hi: torch.Tensor, y_lo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _polished(design: AnyDesign, y_hi: torch.Tensor, y_lo: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The duals corrected to ``M^T y = 0`` to rounding: the smallest change in the metric of ``|y|``,
     ``y <- y (1 -+ M v)`` with ``M^T |y| M v = M^T y`` (signs kept, zeros stay zero). The interior point's
     own ``M^T y`` stalls at the normal equations' conditioning near the optimum. Kept where it lowers
     the certificate residual."""
     weight = y_hi.abs() + y_lo.abs()
-    K = (design.unsqueeze(0) * weight.sqrt().unsqueeze(2)).transpose(1, 2) @ (design.unsqueeze(0) * weight.sqrt().unsqueeze(2))
-    L, ok = _factor(K)
-    v = torch.cholesky_solve(((y_hi + y_lo) @ design).unsqueeze(2), L).squeeze(2)
-    shift = v @ design.T
+    L, ok = _factor(_gram(design, weight))
+    v = torch.cholesky_solve(_transposed_times(design, y_hi + y_lo).unsqueeze(2), L).squeeze(2)
+    shift = _times(design, v)
     new_hi, new_lo = y_hi * (1 + shift).clamp(min=0.0), y_lo * (1 - shift).clamp(min=0.0)
     better = ok & (certificate_residual(design, new_hi, new_lo) < certificate_residual(design, y_hi, y_lo))
     return torch.where(better[:, None], new_hi, y_hi), torch.where(better[:, None], new_lo, y_lo)
 
 
-def steepest_optimal_dual(design: torch.Tensor, solution: ChebyshevSolution, hi: torch.Tensor, lo: torch.Tensor,
+def steepest_optimal_dual(design: AnyDesign, solution: ChebyshevSolution, hi: torch.Tensor, lo: torch.Tensor,
                           hi_rate: torch.Tensor, lo_rate: torch.Tensor, tol: float = 1e-9,
                           max_iterations: int = 40) -> ChebyshevSolution:
     """Purification: among the optimal duals of ``solution`` (an interior point's are the centre of the
@@ -294,7 +365,7 @@ def steepest_optimal_dual(design: torch.Tensor, solution: ChebyshevSolution, hi:
     with the rates as slab ends: any of its duals is dual feasible for the original LP and supported on
     half-spaces active at ``solution``'s primal, hence optimal there; a vertex where the face is not a
     point. A parametric LP in ``t`` (slab ends ``hi(t)``, ``lo(t)``) takes the Newton step of this dual."""
-    u, s = solution.x @ design.T, solution.s[:, None]
+    u, s = _times(design, solution.x), solution.s[:, None]
     # active: a slack below its dual or near zero (a row of the face whose duals vanish at its centre)
     active_hi = hi - (u - s) <= (-solution.y_hi).clamp(min=ACTIVE_SLACK)
     active_lo = (u + s) - lo <= solution.y_lo.clamp(min=ACTIVE_SLACK)

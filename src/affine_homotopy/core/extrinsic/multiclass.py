@@ -222,7 +222,7 @@ class MulticlassLP:
         slabs = np.flatnonzero(np.isin(self.n, worst))
         self.add(np.repeat(slabs, 2), np.tile([True, False], slabs.size))
 
-    def _rows(self) -> tuple[np.ndarray, SlabLevels, torch.Tensor]:
+    def _rows(self) -> tuple[np.ndarray, SlabLevels, lp_kernel.ExampleBlocks]:
         """The LP's rows: the slabs in the set, then the cuts; their levels and design (rows, columns)."""
         slabs = np.flatnonzero(self.member.any(axis=1))
         n, k, l = self.n[slabs], self.k[slabs], self.l[slabs]
@@ -236,9 +236,8 @@ class MulticlassLP:
         weights[np.arange(slabs.size), l] = -1.0
         weights[slabs.size:] = self.cut_grad
         examples = torch.as_tensor(np.concatenate([n, self.cut_n]), device=device)
-        weights = torch.as_tensor(weights[:, : self.C - 1], device=device)
-        design = (weights[:, :, None] * self.matrix[examples][:, None, :]).reshape(examples.numel(), -1)
-        return slabs, levels, design
+        return slabs, levels, lp_kernel.ExampleBlocks(self.matrix, examples,
+                                                      torch.as_tensor(weights[:, : self.C - 1], device=device))
 
     def solve(self, t: float, start: np.ndarray, wanted: float) -> tuple[np.ndarray, float, Root]:
         """``(x, s, root)`` at level ``t``: the LP's map, its value and the certified root of its duals (0
@@ -266,12 +265,12 @@ class MulticlassLP:
             root = self._highs_root(design, hi[0].cpu().numpy(), lo[0].cpu().numpy(), levels)
         return x, s, root
 
-    def _highs_root(self, design: torch.Tensor, hi: np.ndarray, lo: np.ndarray, levels: SlabLevels) -> Root:
+    def _highs_root(self, design: lp_kernel.ExampleBlocks, hi: np.ndarray, lo: np.ndarray, levels: SlabLevels) -> Root:
         """The root of HiGHS's vertex duals for an LP whose kernel duals failed the residual check (counted
         in ``fallbacks``); no root (counted in ``uncertified``) if HiGHS fails too."""
         self.fallbacks += 1
         try:
-            _, _, y = highs_solve(design.cpu().numpy(), hi, lo, "a multi-class classifier")
+            _, _, y = highs_solve(design.dense().cpu().numpy(), hi, lo, "a multi-class classifier")
         except NumericalError:
             self.uncertified += 1
             return Root()
