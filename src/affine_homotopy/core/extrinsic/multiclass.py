@@ -235,8 +235,10 @@ class MulticlassLP:
         weights[np.arange(slabs.size), k] = 1.0
         weights[np.arange(slabs.size), l] = -1.0
         weights[slabs.size:] = self.cut_grad
-        examples = torch.as_tensor(np.concatenate([n, self.cut_n]), device=device)
-        return slabs, levels, lp_kernel.ExampleBlocks(self.matrix, examples,
+        # only the examples with a row enter the products
+        used, index = np.unique(np.concatenate([n, self.cut_n]), return_inverse=True)
+        return slabs, levels, lp_kernel.ExampleBlocks(self.matrix[torch.as_tensor(used, device=device)],
+                                                      torch.as_tensor(index, device=device),
                                                       torch.as_tensor(weights[:, : self.C - 1], device=device))
 
     def solve(self, t: float, start: np.ndarray, wanted: float) -> tuple[np.ndarray, float, Root]:
