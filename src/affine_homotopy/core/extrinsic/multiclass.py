@@ -165,6 +165,11 @@ class Root:
     residual: float = 0.0
     found: bool = False  # False: the LP gave no certificate (not optimal, or its residual failed the check)
 
+    @property
+    def at_end(self) -> bool:
+        """The root sits where a used side disappears: it says nothing of higher levels."""
+        return self.value >= self.end * (1 - 1e-9)
+
     @classmethod
     def of(cls, levels: SlabLevels, solution: lp_kernel.ChebyshevSolution) -> Root:
         """The root of the first member's duals, if it is optimal and its residual passes the check."""
@@ -367,7 +372,8 @@ def certify(lp: MulticlassLP, starts: list[np.ndarray], tol: float, atol: float,
         # the relaxation's own optimum: no lower bound above the ceiling, none above this level to the
         # LP's accuracy, or a Newton step from the lower bound that moved it less than a tenth of tol
         # (the cuts' tail: each round raises the relaxation's optimum less)
-        stalled = root.found and s > 0 and t >= previous and lower - previous < 0.1 * tol * upper
+        stalled = (root.found and not root.at_end and s > 0 and t >= previous
+                   and lower - previous < 0.1 * tol * upper)
         if ceiling - lower <= tol * upper or (not added and t_next == t) or stalled:
             stop = "relaxation"
             break
@@ -383,7 +389,7 @@ def _next_level(t: float, lower: float, ceiling: float, root: Root, threshold: f
     t_next = max(lower, 0.5 * t)
     if threshold is not None and lower <= threshold:
         t_next = threshold
-    if root.value >= root.end * (1 - 1e-9):
+    if root.at_end:
         t_next = min(ceiling, max(t_next, root.end * (1 + 1e-7), 0.5 * (lower + ceiling)))
     return t_next
 
