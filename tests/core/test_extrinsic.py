@@ -429,10 +429,6 @@ def test_take_better_accepts_by_the_rule_and_certifies_only_contenders() -> None
         def __init__(self, exact: list[float]) -> None:
             self.exact, self.calls = exact, []
 
-        @staticmethod
-        def certifies(n_classes: int) -> bool:
-            return True
-
         def certify(self, heads, result, select, names, below):
             self.calls.append({h: float(below[h]) for h in select})
             upper, lower = result.upper.clone(), result.lower.clone()

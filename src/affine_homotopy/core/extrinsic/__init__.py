@@ -7,8 +7,9 @@
 2. :func:`.phases.d_psi`: the task probe (Eq. 20); :func:`.phases.d_worst`: the largest distance over
    the task and random-label probes (Eq. 23 as the paper approximates it); :func:`.phases.d_worst_search`:
    aimed classifiers and projected gradient ascent from d_worst's classifier (:mod:`.search`).
-3. Each asks the solver for fixed-classifier values: certified intervals on two-class tasks (the LPs
-   of :mod:`.binary`), the local search of :mod:`.local` otherwise (upper bounds, ``lower`` NaN).
+3. Each asks the solver for fixed-classifier values, certified intervals seeded by the local search of
+   :mod:`.local`: exact Chebyshev LPs on two classes (:mod:`.binary`), a relaxation on more
+   (:mod:`.multiclass`), both solved by the dense kernel of :mod:`affine_homotopy.core.lp`.
 4. :mod:`.bounds`: Lemma 5.2 for every classifier evaluated; :class:`.engine.ExtrinsicResult` holds
    the (K, K) matrices (row ``i`` mapped onto column ``j``), the per-pair diagnostics and the bounds.
 """

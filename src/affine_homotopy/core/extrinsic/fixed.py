@@ -1,8 +1,8 @@
-"""Fixed-classifier distances of one source for a batch of heads (one classifier on one target each):
+"""Fixed-classifier distances of one source for a batch of heads (one classifier on one target each),
+every one certified by the dense interior-point kernel (:mod:`affine_homotopy.core.lp`) on Z's device:
 on two classes the local starts seed :func:`.binary.certify`, which certifies the heads of one call
-together, their LPs batched on the source's ``[Z, 1]`` by the dense interior-point kernel
-(:mod:`affine_homotopy.core.lp`) on Z's device; else :func:`.local.fit_heads` gives upper bounds
-(``lower`` NaN)."""
+together, their LPs batched on the source's ``[Z, 1]``; on more classes the local search's map seeds
+:func:`.multiclass.certify_classifier`, one head at a time."""
 
 from __future__ import annotations
 
@@ -38,11 +38,6 @@ class FixedClassifierSolver:
         self.Z, self.settings, self.source_name = Z, settings, source_name
         self.lp_count, self.max_gap = 0, 0.0
         self.highs_fallbacks = 0  # LPs the interior-point kernel could not certify, solved by HiGHS
-
-    @staticmethod
-    def certifies(n_classes: int) -> bool:
-        """Every task of two or more classes gets a certified interval (:mod:`.binary`, :mod:`.multiclass`)."""
-        return n_classes >= 2
 
     @cached_property
     def design(self) -> Design:

@@ -58,7 +58,7 @@ class WorstValues:
 @dataclass
 class RandomWorst:
     """One target's random classifiers: their values, the largest with its classifier and map, and the
-    largest certified lower bound among them and the task probe (on two classes, else the task probe's)."""
+    largest certified lower bound among them and the task probe."""
 
     values: np.ndarray  # (G,)
     norms: np.ndarray  # (G,)
@@ -100,7 +100,7 @@ def d_worst(prep: PreparedInputs, ctx: SourceContext, task: TaskValues, settings
 def _random_block(prep: PreparedInputs, ctx: SourceContext, block: list[int], task: TaskValues,
                   settings: ExtrinsicSettings) -> dict[int, RandomWorst]:
     """The random classifiers of the targets ``block``, solved together: cheap upper bounds first (the
-    starts), then, on two classes, certificates for those that can be the largest with the task probe."""
+    starts), then certificates for those that can be the largest with the task probe."""
     lam = settings.inverse_temperature
     randoms = [prep.randoms[j] for j in block]
     logits = [classifier_logits(prep.tensors[j], r.weight, r.bias, lam) for j, r in zip(block, randoms)]
@@ -114,14 +114,12 @@ def _random_block(prep: PreparedInputs, ctx: SourceContext, block: list[int], ta
         slot = ctx.others.index(j)
         members = np.arange(offset, offset + len(random))
         offset += len(random)
-        lower, certified_here = task.lower[slot], 0
-        if ctx.solver.certifies(prep.task.n_classes):
-            # the task probe (certified by d_psi) competes with this target's random classifiers
-            upper = np.concatenate([[task.upper[slot]], result.upper[members].cpu().numpy()])
-            lowers = np.concatenate([[task.lower[slot]], np.full(members.size, np.nan)])
-            result, lowers, certified_here = ctx.solver.close_worst(heads, result, members, names, upper, lowers,
-                                                                    np.arange(upper.size) == 0)
-            lower = float(np.nanmax(lowers))
+        # the task probe (certified by d_psi) competes with this target's random classifiers
+        upper = np.concatenate([[task.upper[slot]], result.upper[members].cpu().numpy()])
+        lowers = np.concatenate([[task.lower[slot]], np.full(members.size, np.nan)])
+        result, lowers, certified_here = ctx.solver.close_worst(heads, result, members, names, upper, lowers,
+                                                                np.arange(upper.size) == 0)
+        lower = float(np.nanmax(lowers))
         values = result.upper[members].cpu().numpy()
         best = int(values.argmax())
         found[j] = RandomWorst(values, random.norms, lower, int(random.seeds[best]),

@@ -11,12 +11,12 @@ from ...errors import ConfigError
 
 @dataclass
 class ExtrinsicSettings:
-    # certified fixed-classifier distances (two-class tasks): the interval [lower, upper] closes to
+    # certified fixed-classifier distances: the interval [lower, upper] closes to
     # `tol` relative, or `upper <= atol` (an exact fit up to float rounding, in d units)
     tol: float = 1e-3
     atol: float = 1e-6
     max_lp: int = 100  # LPs per certified classifier before it is reported with a wider gap
-    # the local search (multi-class tasks, and the starts of the certified solver)
+    # the local search (the starts of the certified solvers, and the multi-class upper bound)
     max_iter: int = 200  # soft-label fit: accelerated gradient iterations
     refine_iter: int = 10  # smooth-max refinement: L-BFGS iterations per round
     rounds: int = 3  # refinement rounds per temperature (a fresh working set each)
