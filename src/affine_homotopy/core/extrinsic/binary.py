@@ -294,13 +294,18 @@ def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: flo
 
 
 def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, temperatures=(0.3, 0.1, 0.03, 0.01),
-                     iterations: int = 40) -> np.ndarray:
+                     iterations: int = 40, enough: float = -math.inf) -> np.ndarray:
     """A near-minimax start: L-BFGS on :func:`smooth_max_objective` (``scale = tau E^2``, ``E`` the start's
-    largest error, ``tau`` annealed). Speed only: the certified interval does not rest on it."""
+    largest error, ``tau`` annealed), stopped once the largest error is at most ``enough`` (a classifier
+    that falls there is dominated: a finer start cannot matter). Speed only: the certified interval does
+    not rest on it."""
     from scipy.optimize import minimize
 
     for tau in temperatures:
-        scale = max(float(target.errors(A @ w).max()) ** 2 * tau, 1e-30)
+        largest = float(target.errors(A @ w).max())
+        if largest <= enough:
+            break
+        scale = max(largest ** 2 * tau, 1e-30)
         w = minimize(smooth_max_objective, w, args=(A, target.q, scale), jac=True, method="L-BFGS-B",
                      options={"maxiter": iterations, "gtol": 1e-12, "ftol": 1e-15}).x
     return w
@@ -512,7 +517,7 @@ def _best_start(A: np.ndarray, target: BinaryTarget, starts: list[np.ndarray], a
     upper_t, best = min((float(target.errors(A @ w).max()), k) for k, w in enumerate(starts))
     coef = starts[best]
     if smooth and upper_t > atol_t and SQRT2 * upper_t > dominated_below:
-        smoothed = smooth_max_start(A, target, coef)
+        smoothed = smooth_max_start(A, target, coef, enough=dominated_below / SQRT2)
         smoothed_upper = float(target.errors(A @ smoothed).max())
         if smoothed_upper < upper_t:
             upper_t, coef = smoothed_upper, smoothed

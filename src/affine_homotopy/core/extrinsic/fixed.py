@@ -104,15 +104,14 @@ class FixedClassifierSolver:
             self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > self.settings.atol else 0.0)
 
     def close_worst(self, heads: Heads, result: HeadResult, members: np.ndarray, names: HeadNames,
-                    upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, certify_largest: bool = False,
-                    floor: float = -math.inf) -> tuple[HeadResult, np.ndarray, int]:
+                    upper: np.ndarray, lower: np.ndarray, settled: np.ndarray) -> tuple[HeadResult, np.ndarray, int]:
         """Certify heads ``members``, largest upper bound first, until the largest value is known to
         ``tol`` (:func:`next_to_certify`). ``upper``, ``lower``, ``settled``: the contenders, ``members``
         last. Returns the result, the contenders' lower bounds and how many heads were certified."""
         upper, lower, settled = upper.copy(), lower.copy(), settled.copy()
         offset = upper.size - members.size
         done = 0
-        while (pick := next_to_certify(upper, lower, settled, self.settings, certify_largest, floor)) is not None:
+        while (pick := next_to_certify(upper, lower, settled, self.settings)) is not None:
             k, below = pick
             h = int(members[k - offset])
             result = self.certify(heads, result, [h], names, below)
@@ -122,24 +121,18 @@ class FixedClassifierSolver:
         return result, lower, done
 
 
-def next_to_certify(upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, settings: ExtrinsicSettings,
-                    certify_largest: bool = False, floor: float = -math.inf) -> tuple[int, float] | None:
+def next_to_certify(upper: np.ndarray, lower: np.ndarray, settled: np.ndarray, settings: ExtrinsicSettings
+                    ) -> tuple[int, float] | None:
     """Which contender to certify next, and below which value its solve may stop (a contender below the
-    best lower bound cannot be the worst); None once ``max upper - max lower <= tol * max upper``.
-    ``certify_largest``: also until the largest has its own interval (the search's start). ``floor``:
-    only a contender above it matters (the search's acceptance threshold)."""
+    best lower bound cannot be the worst); None once ``max upper - max lower <= tol * max upper``."""
     top = float(upper.max())
     best_lower = float(np.nanmax(lower)) if np.isfinite(lower).any() else 0.0
     k = int(upper.argmax())
-    if top <= floor:
-        return None  # no contender can matter: their values need no certificate
-    closed = top <= settings.atol or top - best_lower <= settings.tol * top
-    if (closed and (settled[k] or not certify_largest or not math.isfinite(top))) or settled[k]:
+    if top <= settings.atol or top - best_lower <= settings.tol * top or settled[k]:
         return None  # closed, or the worst contender's own interval did not close (max_lp): its gap is reported
     # solved until its interval closes, or until its upper bound falls to the best lower bound (it
-    # cannot be the worst) or to the floor (it cannot matter); without a floor, the search's start
-    # (certify_largest) is solved to the end
-    return k, max(best_lower, floor) if math.isfinite(floor) else (-math.inf if certify_largest else best_lower)
+    # cannot be the worst)
+    return k, best_lower
 
 
 def _with_certificates(result: HeadResult, certificates: dict[int, Certificate | MulticlassCertificate]
