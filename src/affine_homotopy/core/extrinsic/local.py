@@ -131,7 +131,7 @@ def refine(
     shared = k == n
     for tau in settings.temperatures:
         for _ in range(settings.rounds):
-            W, b, steps, grad_norm[active] = _refine_round(Z, P_active, best_W, best_b, best_errors, best_active,
+            W, b, steps, grad_norm[active] = refine_round(Z, P_active, best_W, best_b, best_errors, best_active,
                                                            k, tau, shared, settings, first_step)
             iterations += steps
             errors = errors_of(Z, W.permute(1, 0, 2).contiguous(), b, P_active)
@@ -146,7 +146,7 @@ def refine(
     return best, iterations, grad_norm, A, c
 
 
-def _refine_round(Z: torch.Tensor, P_active: torch.Tensor, best_W: torch.Tensor, best_b: torch.Tensor,
+def refine_round(Z: torch.Tensor, P_active: torch.Tensor, best_W: torch.Tensor, best_b: torch.Tensor,
                   best_errors: torch.Tensor, best_active: torch.Tensor, k: int, tau: float, shared: bool,
                   settings: ExtrinsicSettings, first_step: float
                   ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor]:

@@ -12,7 +12,7 @@ import torch
 from ..intrinsic import map_in_original_coordinates
 from .bounds import LemmaCheck, LemmaTally
 from .fixed import FixedClassifierSolver, HeadNames
-from .local import HeadResult, Heads, _refine_round, errors_of, logits_of
+from .local import HeadResult, Heads, refine_round, errors_of, logits_of
 from .prepare import PairMaps, project_to_ball, stack_starts
 from .settings import ExtrinsicSettings
 
@@ -271,7 +271,7 @@ class WorstCaseSearch:
         W, b = A.permute(1, 0, 2).contiguous(), c.clone()
         for _ in range(SMOOTH_MAP_ROUNDS):
             errors = errors_of(self.Z, W.permute(1, 0, 2), b, P)
-            W, b, _, _ = _refine_round(self.Z, P, W, b, errors, errors.max(dim=0).values, P.shape[0], self.tau,
+            W, b, _, _ = refine_round(self.Z, P, W, b, errors, errors.max(dim=0).values, P.shape[0], self.tau,
                                        True, self.settings, 1.0)
             W, b = W.detach(), b.detach()
         return W.permute(1, 0, 2).contiguous(), b
