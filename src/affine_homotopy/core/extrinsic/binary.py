@@ -118,18 +118,23 @@ def dual_root(y: np.ndarray, hi_side: np.ndarray, target: BinaryTarget, rows: np
         value = float(y[hi_side] @ upper + y[~hi_side] @ lower)
         return -math.inf if math.isnan(value) else value
 
+    return largest_positive(g, float(t_end)), float(t_end)
+
+
+def largest_positive(g, high: float) -> float:
+    """The largest ``t`` in ``[0, high)`` with ``g(t) > 0`` for a decreasing ``g`` (0 when ``g(0) <= 0``), by
+    bisection to the last representable bit (it terminates: the interval halves)."""
     if not g(0.0) > 0.0:
-        return 0.0, float(t_end)
-    low, high = 0.0, float(t_end)
-    while True:  # bisection to the last representable bit (terminates: the interval halves)
+        return 0.0
+    low = 0.0
+    while True:
         middle = 0.5 * (low + high)
         if middle <= low or middle >= high:
-            return low, float(t_end)
+            return low
         if g(middle) > 0.0:
             low = middle
         else:
             high = middle
-
 
 
 @dataclass(frozen=True)

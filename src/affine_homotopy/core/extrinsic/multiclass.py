@@ -32,7 +32,8 @@ import torch
 from .. import lp as lp_kernel
 from ..interval import Interval
 from ...errors import NumericalError
-from .binary import CERT_RESIDUAL_LIMIT, S_FLOOR, WORKING_SET_ROWS_PER_COLUMN, at_floor, highs_solve
+from .binary import (CERT_RESIDUAL_LIMIT, S_FLOOR, WORKING_SET_ROWS_PER_COLUMN, at_floor, highs_solve,
+                     largest_positive)
 
 # every pair of classes up to this many classes; above, each class against the example's most probable
 # target class (C - 1 pairs an example instead of C (C - 1) / 2: any subset of pairs keeps the bound valid)
@@ -116,22 +117,6 @@ class SlabLevels:
         """The levels where each row's hi and lo sides disappear."""
         kappa = radius_factor(self.n_classes)
         return np.where(self.cut, np.inf, self.pl / kappa), self.pk / kappa
-
-
-def largest_positive(g, high: float) -> float:
-    """The largest ``t`` in ``[0, high)`` with ``g(t) > 0`` for a decreasing ``g`` (0 when ``g(0) <= 0``), by
-    bisection to the last representable bit (it terminates: the interval halves)."""
-    if not g(0.0) > 0.0:
-        return 0.0
-    low = 0.0
-    while True:
-        middle = 0.5 * (low + high)
-        if middle <= low or middle >= high:
-            return low
-        if g(middle) > 0.0:
-            low = middle
-        else:
-            high = middle
 
 
 def dual_root(levels: SlabLevels, y_hi: np.ndarray, y_lo: np.ndarray) -> tuple[float, float]:
