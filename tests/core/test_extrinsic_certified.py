@@ -258,14 +258,33 @@ def test_the_smoothed_maximum_is_scipys_logsumexp_and_its_gradient_the_finite_di
     rng = np.random.default_rng(3)
     A = np.hstack([rng.standard_normal((400, 5)), np.ones((400, 1))])
     q, w = rng.uniform(0.02, 0.98, 400), 0.3 * rng.standard_normal(6)
-    value, gradient = smooth_max_objective(w, A, q, scale)
+    value, gradient, largest = smooth_max_objective(w, A, q, scale)
     squared = (expit(A @ w) - q) ** 2
+    assert largest == pytest.approx(np.sqrt(squared.max()), rel=1e-12)
     assert value == pytest.approx(scale * logsumexp(squared / scale), rel=1e-12)
     assert squared.max() <= value <= squared.max() + scale * math.log(400) * (1 + 1e-12)
     step = 1e-6
     numeric = [(smooth_max_objective(w + step * e, A, q, scale)[0] - smooth_max_objective(w - step * e, A, q, scale)[0])
                / (2 * step) for e in np.eye(6)]
     np.testing.assert_allclose(gradient, numeric, rtol=1e-5, atol=1e-9 * max(1.0, np.abs(gradient).max()))
+
+
+def test_the_smooth_start_stops_at_the_first_map_within_enough() -> None:
+    """With ``enough`` between the start's largest error and the minimiser's, the start returns a map at
+    most ``enough`` (to the objective's rounding) that the full run would have refined further."""
+    from affine_homotopy.core.extrinsic.binary import BinaryTarget, smooth_max_start
+
+    rng = np.random.default_rng(5)
+    A = np.hstack([rng.standard_normal((500, 8)), np.ones((500, 1))])
+    q = expit(A @ rng.standard_normal(9) + 0.5 * rng.standard_normal(500))
+    target = BinaryTarget(q, 1 - q)
+    w0 = np.zeros(9)
+    start_error = target.errors(A @ w0).max()
+    full_error = target.errors(A @ smooth_max_start(A, target, w0)).max()
+    enough = full_error + 0.5 * (start_error - full_error)
+    stopped_error = target.errors(A @ smooth_max_start(A, target, w0, enough=enough)).max()
+    assert stopped_error <= enough * (1 + 1e-9)
+    assert stopped_error > full_error * (1 + 1e-3)
 
 
 def test_exact_fit_stops_at_the_absolute_floor() -> None:

@@ -285,8 +285,9 @@ def highs_solve(design: np.ndarray, hi: np.ndarray, lo: np.ndarray, label: str) 
     return result.x[:columns], float(result.x[columns]), y
 
 
-def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: float) -> tuple[float, np.ndarray]:
-    """``(f, grad f)`` of ``f(w) = scale logsumexp(e_n^2 / scale)``, ``e_n = sigmoid(A_n . w) - q_n``."""
+def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: float
+                         ) -> tuple[float, np.ndarray, float]:
+    """``(f, grad f, max_n |e_n|)`` of ``f(w) = scale logsumexp(e_n^2 / scale)``, ``e_n = sigmoid(A_n . w) - q_n``."""
     sigma = expit(A @ w)
     e = sigma - q
     z = e * e / scale
@@ -295,24 +296,43 @@ def smooth_max_objective(w: np.ndarray, A: np.ndarray, q: np.ndarray, scale: flo
     peak = float(z.max())
     shifted = np.exp(z - peak)
     total = float(shifted.sum())
-    return scale * (peak + math.log(total)), A.T @ (shifted * (2.0 / total) * e * sigma * (1.0 - sigma))
+    gradient = A.T @ (shifted * (2.0 / total) * e * sigma * (1.0 - sigma))
+    return scale * (peak + math.log(total)), gradient, math.sqrt(peak * scale)
+
+
+class _Dominated(Exception):
+    """Raised by :func:`smooth_max_start`'s objective at a map whose largest error is at most ``enough``."""
+
+    def __init__(self, w: np.ndarray) -> None:
+        super().__init__()
+        self.w = w
 
 
 def smooth_max_start(A: np.ndarray, target: BinaryTarget, w: np.ndarray, temperatures=(0.3, 0.1, 0.03, 0.01),
                      iterations: int = 40, enough: float = -math.inf) -> np.ndarray:
     """A near-minimax start: L-BFGS on :func:`smooth_max_objective` (``scale = tau E^2``, ``E`` the start's
-    largest error, ``tau`` annealed), stopped once the largest error is at most ``enough`` (a classifier
-    that falls there is dominated: a finer start cannot matter). Speed only: the certified interval does
-    not rest on it."""
+    largest error, ``tau`` annealed), stopped at the first map evaluated whose largest error is at most
+    ``enough`` (a classifier that falls there is dominated: a finer start cannot matter; most of the
+    search's classifiers end so, a few evaluations in). Speed only: the certified interval does not
+    rest on it."""
     from scipy.optimize import minimize
+
+    def objective(v: np.ndarray, scale: float) -> tuple[float, np.ndarray]:
+        value, gradient, largest = smooth_max_objective(v, A, target.q, scale)
+        if largest <= enough:
+            raise _Dominated(v.copy())
+        return value, gradient
 
     for tau in temperatures:
         largest = float(target.errors(A @ w).max())
         if largest <= enough:
             break
         scale = max(largest ** 2 * tau, 1e-30)
-        w = minimize(smooth_max_objective, w, args=(A, target.q, scale), jac=True, method="L-BFGS-B",
-                     options={"maxiter": iterations, "gtol": 1e-12, "ftol": 1e-15}).x
+        try:
+            w = minimize(objective, w, args=(scale,), jac=True, method="L-BFGS-B",
+                         options={"maxiter": iterations, "gtol": 1e-12, "ftol": 1e-15}).x
+        except _Dominated as stop:
+            return stop.w
     return w
 
 
