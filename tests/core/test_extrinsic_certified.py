@@ -632,6 +632,31 @@ def test_an_unselected_measure_is_not_computed_and_changes_nothing_else(selectio
         assert not any(key.startswith(("d_worst", "bound_worst", "task_probe_worst")) for key in row)
 
 
+def test_every_pair_reports_its_certificates_residual_and_fallbacks(selection_runs) -> None:
+    """Per pair, the largest certificate residual over every measure's certificates is within the
+    limit a certificate is built on, and positive where the pair's d_psi rests on LP duals; the
+    summary carries the largest and the fallbacks' total."""
+    import pandas as pd
+
+    from affine_homotopy.core.extrinsic.binary import CERT_RESIDUAL_LIMIT
+    from affine_homotopy.jobs.extrinsic_tables import diagnostics_frame, summary_row
+
+    runs, d_aff = selection_runs
+    full = runs[("d_psi", "d_worst", "d_worst_search")]
+    frame = diagnostics_frame(full, d_aff)
+    residual = frame["cert_residual_max"].to_numpy(dtype=float)
+    assert np.all((residual >= 0) & (residual <= CERT_RESIDUAL_LIMIT))
+    on_duals = (frame["d_psi_lps"] > 0) & (frame["d_psi_lower"] > 0)
+    assert on_duals.any() and np.all(residual[on_duals.to_numpy()] > 0)
+    assert (frame["highs_fallbacks"] == 0).all()
+    names = full.names
+    matrices = {name: pd.DataFrame(m, index=names, columns=names) for name, m in full.matrices().items()
+                if not name.endswith("_lower")}
+    row = summary_row("task", "layer1", matrices, frame, pd.DataFrame({"converged": [True]}),
+                      pd.DataFrame({"accuracy": [0.9, 0.8, 0.7]}), 1e-3)
+    assert row["cert_residual_max"] == residual.max() and row["highs_fallbacks"] == 0
+
+
 def test_settings_refuse_a_search_without_d_worst() -> None:
     """Settings built in code follow the config's rule: the search starts from d_worst's classifiers."""
     from affine_homotopy.errors import ConfigError

@@ -133,8 +133,8 @@ SEARCH_COLUMNS = ("task_probe_worst_share_after_search", "d_worst_search_over_d_
 def summary_row(task: str, layer: str, matrices: dict[str, pd.DataFrame], diagnostics: pd.DataFrame,
                 solver: pd.DataFrame, probes: pd.DataFrame, tol: float | None = None) -> dict[str, object]:
     """The run summary of one (task, layer): Lemma 5.2's tightness and violations (must be 0), what
-    the worst case adds, the certified gaps (largest, pairs above ``tol``, uncertified pairs), the
-    pairs whose ``d_aff`` missed its tol, and the probes' accuracy and sharpness.
+    the worst case adds, the certified gaps (largest, pairs above ``tol``, uncertified pairs), the LPs
+    solved by HiGHS and the largest certificate residual, the pairs whose ``d_aff`` missed its tol, and the probes' accuracy and sharpness.
 
     ``matrices`` holds what the extrinsic job wrote for its selection (``extrinsic.measures``):
     ``d_psi`` and ``bound`` always, ``d_worst`` and ``bound_worst`` with d_worst, ``d_worst_search``
@@ -163,6 +163,9 @@ def summary_row(task: str, layer: str, matrices: dict[str, pd.DataFrame], diagno
     row: dict[str, object] = {"task": task, "layer": layer, **stats, **worst}
     for column in ("d_psi_gap", "d_worst_gap", "d_worst_search_gap"):
         row.update(_gap_stats(diagnostics, column, tol))
+    for column, total in (("highs_fallbacks", "sum"), ("cert_residual_max", "max")):
+        if column in diagnostics.columns:  # the certificates' kernel fallbacks and residual, over the pairs
+            row[column] = getattr(pd.to_numeric(diagnostics[column]), total)()
     row.update({"d_aff_missed_tol": missed_tol(solver),
                 "probe_accuracy_median": probes["accuracy"].median(),
                 "probe_accuracy_min": probes["accuracy"].min(), "probe_accuracy_max": probes["accuracy"].max()})

@@ -7,6 +7,7 @@ together, their LPs batched on the source's ``[Z, 1]``; on more classes the loca
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -37,7 +38,14 @@ class FixedClassifierSolver:
     def __init__(self, Z: torch.Tensor, settings: ExtrinsicSettings, source_name: str) -> None:
         self.Z, self.settings, self.source_name = Z, settings, source_name
         self.lp_count, self.max_gap = 0, 0.0
-        self.highs_fallbacks = 0  # LPs the interior-point kernel could not certify, solved by HiGHS
+        # per target encoder: the certificate residual of every certificate that rests on LP duals, and
+        # the LPs the interior-point kernel could not certify (solved by HiGHS)
+        self.residuals: dict[str, list[float]] = defaultdict(list)
+        self.fallbacks: Counter[str] = Counter()
+
+    @property
+    def highs_fallbacks(self) -> int:
+        return sum(self.fallbacks.values())
 
     @cached_property
     def design(self) -> Design:
@@ -73,8 +81,8 @@ class FixedClassifierSolver:
         # threads only slow down (and their summation order would then depend on the thread count)
         with threadpool_limits(limits=1, user_api="blas"):
             found = certify(problems, settings.tol, settings.atol, settings.max_lp, decide=names.search)
-        for problem, certificate in zip(problems, found):
-            self._count(problem.lp, certificate)
+        for h, problem, certificate in zip(chosen, problems, found):
+            self._count(names.targets[h], certificate, problem.lp.fallbacks)
         return _with_certificates(result, dict(zip(chosen, found)))
 
     def _certify_multiclass(self, P: np.ndarray, result: HeadResult, chosen: list[int], names: HeadNames,
@@ -85,7 +93,7 @@ class FixedClassifierSolver:
             for h in chosen:
                 A, c = (v.detach().to(torch.float64).cpu().numpy() for v in (result.A[:, h], result.c[h]))
                 found[h] = certify_classifier(self.Z, P[:, h], A, c, self.settings, float(below[h]), names.search)
-                self._count(None, found[h])
+                self._count(names.targets[h], found[h], found[h].fallbacks)
         return _with_certificates(result, found)
 
     def _problem(self, P: np.ndarray, result: HeadResult, h: int, names: HeadNames, below: float) -> BinaryProblem:
@@ -95,11 +103,13 @@ class FixedClassifierSolver:
         lp = ChebyshevLP(self.design, f"{self.source_name} -> {names.targets[h]}, classifier {names.labels[h]}")
         return BinaryProblem(lp, BinaryTarget(P[:, h, 0], P[:, h, 1]), [start], below)
 
-    def _count(self, lp: ChebyshevLP | None, found: Certificate | MulticlassCertificate) -> None:
-        """A certificate's LPs, HiGHS fallbacks and gap in the source's totals."""
+    def _count(self, target: str, found: Certificate | MulticlassCertificate, fallbacks: int) -> None:
+        """A certificate's LPs, HiGHS fallbacks, residual and gap in the source's totals."""
         interval = found.interval
         self.lp_count += interval.iterations
-        self.highs_fallbacks += lp.fallbacks if lp is not None else found.fallbacks
+        self.fallbacks[target] += fallbacks
+        if interval.iterations and interval.lower > 0:  # a lower bound of 0 rests on no duals
+            self.residuals[target].append(float(found.cert_residual))
         if interval.stop != "dominated":
             self.max_gap = max(self.max_gap, interval.relative_gap if interval.upper > self.settings.atol else 0.0)
 
