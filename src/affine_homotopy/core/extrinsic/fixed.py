@@ -149,7 +149,7 @@ def _with_certificates(result: HeadResult, certificates: dict[int, Certificate |
                        ) -> HeadResult:
     """A copy of ``result`` whose heads ``certificates`` hold their certified value, bounds and map."""
     upper, lower, A, c = result.upper.clone(), result.lower.clone(), result.A.clone(), result.c.clone()
-    lps, stop, residual = result.lps.copy(), list(result.stop), result.cert_residual.copy()
+    lps, stop = result.lps.copy(), list(result.stop)
     rank = A.shape[0]
     for h, found in certificates.items():
         interval = found.interval
@@ -162,5 +162,5 @@ def _with_certificates(result: HeadResult, certificates: dict[int, Certificate |
             c[h, 0], c[h, 1] = half[rank], -half[rank]
         upper[h] = interval.upper
         lower[h] = interval.lower if interval.stop != "dominated" else math.nan
-        lps[h], stop[h], residual[h] = interval.iterations, interval.stop, found.cert_residual
-    return replace(result, upper=upper, lower=lower, A=A, c=c, lps=lps, stop=stop, cert_residual=residual)
+        lps[h], stop[h] = interval.iterations, interval.stop
+    return replace(result, upper=upper, lower=lower, A=A, c=c, lps=lps, stop=stop)

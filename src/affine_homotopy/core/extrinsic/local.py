@@ -45,13 +45,12 @@ class HeadResult:
     lower: torch.Tensor | None = None  # (H,) certified lower bounds, NaN: none
     lps: np.ndarray | None = None  # (H,) LPs per certified head
     stop: list[str] | None = None  # per head: "local", or the certificate's stopping reason
-    cert_residual: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         heads = self.upper.shape[0]
         if self.lower is None:
             self.lower = torch.full_like(self.upper, math.nan)
-            self.lps, self.stop, self.cert_residual = np.zeros(heads, dtype=int), ["local"] * heads, np.zeros(heads)
+            self.lps, self.stop = np.zeros(heads, dtype=int), ["local"] * heads
 
 
 def logits_of(Z: torch.Tensor, A: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
